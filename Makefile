@@ -1,0 +1,37 @@
+# lakehouse-ingest: every target sets itself up; `make help` lists them.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.DEFAULT_GOAL := help
+.PHONY: help setup test check demo clean
+
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m tables.session --warm
+	touch $(STAMP)
+
+setup: $(STAMP) ## Create .venv, install pinned dependencies, fetch and cache the Delta JARs
+
+test: setup ## Run the whole test suite (real Spark and Delta)
+	@$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests" >&2; exit 1; fi; exit $$rc
+
+check: setup ## Lint (ruff) and type-check (mypy, strict on the packages)
+	$(VENV)/bin/ruff check tables quality ingest tests examples
+	$(VENV)/bin/ruff format --check tables quality ingest tests examples
+	$(VENV)/bin/mypy
+
+demo: setup ## Generate sample events and ingest them exactly once, twice, with a crash between
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash examples/demo/run.sh
+
+clean: ## Remove the virtualenv, demo state and caches (not the Ivy JAR cache)
+	rm -rf $(VENV) examples/demo/.lakehouse examples/demo/landing .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,228 @@
+"""The `lakehouse` command line: ingest pipelines and inspect tables declared in lakehouse.toml.
+
+Every error is one line on stderr and a non-zero exit code: 1 for terminal errors (fix something
+first), 75 for transient ones (retrying may succeed), 2 for usage errors. Set LAKEHOUSE_DEBUG=1 to
+get the full traceback instead.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar
+
+import typer
+from rich.console import Console
+
+from ingest.config import LakehouseConfig, load_config
+from ingest.output import OutputFormat, render
+from tables.errors import LakehouseError, QueryError, first_line
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from ingest.commit import BatchResult
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+EXIT_TERMINAL = 1
+EXIT_TRANSIENT = 75
+
+app = typer.Typer(
+    help="Land streams in Delta Lake tables exactly once, and operate those tables.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+err = Console(stderr=True, highlight=False)
+
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option("--config", "-c", help="Config file (default: ./lakehouse.toml).", show_default=False),
+]
+FormatOption = Annotated[
+    OutputFormat, typer.Option("--format", "-f", help="Output format: table, json or csv.")
+]
+
+
+def handle_errors(func: Callable[P, R]) -> Callable[P, R]:
+    """Turn project errors into one line on stderr and an exit code that says their kind."""
+
+    @functools.wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return func(*args, **kwargs)
+        except (typer.Exit, typer.Abort):
+            raise
+        except LakehouseError as exc:
+            if os.environ.get("LAKEHOUSE_DEBUG"):
+                raise
+            err.print(f"error: {exc}", markup=False, soft_wrap=True)
+            raise typer.Exit(EXIT_TRANSIENT if exc.kind == "transient" else EXIT_TERMINAL) from exc
+        except Exception as exc:
+            if os.environ.get("LAKEHOUSE_DEBUG"):
+                raise
+            err.print(
+                f"error: {type(exc).__name__}: {first_line(exc)} (LAKEHOUSE_DEBUG=1 for details)",
+                markup=False,
+                soft_wrap=True,
+            )
+            raise typer.Exit(EXIT_TERMINAL) from exc
+
+    return wrapper
+
+
+def _spark(config: LakehouseConfig) -> SparkSession:
+    from tables.session import get_spark
+
+    with err.status("starting Spark…"):
+        return get_spark(config.home)
+
+
+def _emit(text: str) -> None:
+    typer.echo(text)
+
+
+@app.command()
+@handle_errors
+def ingest(
+    pipeline: Annotated[
+        str | None, typer.Argument(help="Pipeline name (optional when only one is declared).")
+    ] = None,
+    trigger: Annotated[
+        str | None,
+        typer.Option(help="Override the trigger: 'available-now' or an interval like '30 seconds'."),
+    ] = None,
+    config: ConfigOption = None,
+) -> None:
+    """Run a pipeline: land new files of its source into its table, exactly once.
+
+    With the available-now trigger (the default, for scheduled jobs) it processes what has landed
+    and stops; with an interval it runs until interrupted. Batches the table already holds are
+    reported as skipped.
+    """
+    from ingest.runner import run_pipeline
+
+    cfg = load_config(config)
+    spec_pipeline = cfg.pipeline(pipeline)
+    spec = cfg.table(spec_pipeline.table)
+    spark = _spark(cfg)
+
+    def show(result: BatchResult) -> None:
+        err.print(
+            f"batch {result.batch_id}: {result.status}"
+            f" (read {result.rows_read}, inserted {result.rows_inserted},"
+            f" already present {result.rows_already_present},"
+            f" duplicates in batch {result.rows_duplicate_in_batch},"
+            f" quarantined {result.rows_quarantined}"
+            + (f", version {result.version}" if result.version is not None else "")
+            + (f"; {result.note}" if result.note else "")
+            + ")",
+            markup=False,
+            soft_wrap=True,
+        )
+
+    with err.status(f"ingesting {spec_pipeline.name} into {spec.name}…"):
+        report = run_pipeline(spark, spec_pipeline, spec, trigger=trigger, on_batch=show)
+    _emit(
+        f"{report.pipeline}: {len(report.results)} batches "
+        f"({report.count('committed')} committed, {report.count('skipped')} skipped, "
+        f"{report.count('empty')} empty), {report.rows_inserted} rows inserted, "
+        f"{report.rows_quarantined} quarantined into {report.table}"
+    )
+
+
+@app.command()
+@handle_errors
+def status(
+    table: Annotated[str, typer.Argument(help="Table name.")],
+    format: FormatOption = OutputFormat.table,
+    config: ConfigOption = None,
+) -> None:
+    """Show a table's state: version, size, files, rows, and each app's last committed batch."""
+    from tables.catalog import table_detail, table_exists
+    from tables.identifiers import validate_table_name
+    from tables.log import committed_batches, read_ledger, table_version
+
+    validate_table_name(table)
+    spark = _spark(load_config(config, required=False))
+    detail = table_detail(spark, table)
+    ledger = read_ledger(spark, table, limit=1)
+    quarantine = f"{table}_quarantine"
+    row: dict[str, Any] = {
+        "table": table,
+        "version": table_version(spark, table),
+        "rows": spark.table(table).count(),
+        "files": detail.num_files,
+        "size_bytes": detail.size_bytes,
+        "quarantined_rows": (
+            spark.table(quarantine).count() if table_exists(spark, quarantine) else 0
+        ),
+        "apps": {app_id: batch for app_id, batch in sorted(committed_batches(spark, table).items())},
+        "last_commit": ledger[0].committed_at if ledger else None,
+        "location": detail.location,
+    }
+    if format is OutputFormat.table:
+        pairs = [{"field": k, "value": v} for k, v in row.items()]
+        _emit(render(pairs, format, title=f"status of {table}"))
+    else:
+        _emit(render([row], format))
+
+
+@app.command()
+@handle_errors
+def history(
+    table: Annotated[str, typer.Argument(help="Table name.")],
+    app_id: Annotated[str | None, typer.Option(help="Only batches of this app id.")] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="Look at the last N commits only.")] = None,
+    format: FormatOption = OutputFormat.table,
+    config: ConfigOption = None,
+) -> None:
+    """Show the per-batch ledger the table's log holds, newest first.
+
+    One row per committed batch: app id, batch id, table version, rows read / inserted / already
+    present / duplicated in the batch / quarantined, the source, the content hash and the time.
+    """
+    from tables.identifiers import validate_app_id, validate_table_name
+    from tables.log import read_ledger
+
+    validate_table_name(table)
+    if app_id is not None:
+        validate_app_id(app_id)
+    spark = _spark(load_config(config, required=False))
+    rows = [e.as_row() for e in read_ledger(spark, table, app_id=app_id, limit=limit)]
+    _emit(render(rows, format, title=f"ledger of {table}") if rows else "no batches committed")
+
+
+@app.command()
+@handle_errors
+def sql(
+    query: Annotated[str, typer.Argument(help="A Spark SQL statement; tables by name.")],
+    limit: Annotated[int, typer.Option(min=1, help="Print at most this many rows.")] = 1000,
+    format: FormatOption = OutputFormat.table,
+    config: ConfigOption = None,
+) -> None:
+    """Run a SQL statement against the lakehouse catalog and print its result."""
+    spark = _spark(load_config(config, required=False))
+    try:
+        frame = spark.sql(query)
+        names = frame.columns
+        rows = [r.asDict(recursive=True) for r in frame.limit(limit).collect()]
+    except Exception as exc:
+        if type(exc).__module__.startswith("pyspark"):
+            raise QueryError(f"SQL failed: {first_line(exc)}") from exc
+        raise
+    _emit(render(rows, format, columns=names) if names else "OK")
+
+
+def main() -> None:
+    """Entry point of the `lakehouse` console script."""
+    app(prog_name="lakehouse")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,401 @@
+"""The exactly-once batch commit: one idempotent MERGE per (table, app id, batch id).
+
+Protocol (docs/DESIGN.md walks through it and its failure modes):
+1. Read the app's SetTransaction marker from the log (no data is scanned).
+2. Decide (`ingest.decisions.decide_batch`): commit, skip a retry, or stop on a rewound stream.
+   A skipped batch is checked against the ledger's content hash; different content is an error.
+3. Materialise the batch once (persist) so every later step sees the same rows, even from a
+   non-deterministic source; classify rows; count them and hash their content in one job.
+4. Write rejected rows to the quarantine table (idempotent per batch through its own marker).
+5. MERGE the deduplicated valid rows, WHEN NOT MATCHED INSERT, with the ON clause pinned to
+   literal app id and batch id, in a clone of the session that alone carries txnAppId,
+   txnVersion and the commit's userMetadata. Rows, marker and ledger entry land in one commit.
+6. On any failure, re-read the marker before anything else: if the batch landed, the outcome is
+   known and reported; otherwise retry transient errors with backoff.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from itertools import count
+from typing import TYPE_CHECKING, Any, Literal
+
+from pyspark import StorageLevel
+from pyspark.sql import Column, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import MapType
+
+from ingest.decisions import (
+    SOURCE_ALIAS,
+    TARGET_ALIAS,
+    backoff_seconds,
+    commit_landed,
+    decide_batch,
+    is_content_conflict,
+    merge_condition,
+    should_retry,
+)
+from quality.malformed import CORRUPT_COLUMN, SOURCE_FILE_COLUMN, classify
+from quality.quarantine import REASON_COLUMN, ensure_quarantine_table, write_quarantine
+from tables.catalog import require_table
+from tables.errors import (
+    BatchContentMismatchError,
+    CheckpointLostError,
+    CommitConflictError,
+    CommitOutcomeUnknownError,
+    LakehouseError,
+    SchemaMismatchError,
+    TerminalError,
+    first_line,
+)
+from tables.faults import fault_point
+from tables.identifiers import validate_app_id
+from tables.log import CommitMetadata, LedgerEntry, committed_batch, find_ledger_entry
+from tables.spec import APP_ID_COLUMN, BATCH_ID_COLUMN, INGESTED_AT_COLUMN, TableSpec
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
+
+BatchStatus = Literal["committed", "skipped", "empty"]
+
+TXN_APP_ID_CONF = "spark.databricks.delta.write.txnAppId"
+TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
+USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
+READER_COLUMNS = (CORRUPT_COLUMN, SOURCE_FILE_COLUMN)
+_CONFLICT_EXCEPTIONS = frozenset(
+    {
+        "DeltaConcurrentModificationException",
+        "ConcurrentAppendException",
+        "ConcurrentDeleteReadException",
+        "ConcurrentDeleteDeleteException",
+        "ConcurrentTransactionException",
+        "ConcurrentWriteException",
+        "MetadataChangedException",
+        "ProtocolChangedException",
+    }
+)
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """What happened to one batch, as reported to the stream runner and the CLI."""
+
+    table: str
+    app_id: str
+    batch_id: int
+    status: BatchStatus
+    rows_read: int = 0
+    rows_inserted: int = 0
+    rows_already_present: int = 0
+    rows_duplicate_in_batch: int = 0
+    rows_quarantined: int = 0
+    version: int | None = None
+    content_hash: str = ""
+    attempts: int = 0
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class BatchStats:
+    """The figures of one batch gathered in a single aggregation job."""
+
+    rows: int
+    rows_rejected: int
+    content_hash: str
+    files: tuple[str, ...]
+
+
+def commit_batch(
+    spark: SparkSession,
+    spec: TableSpec,
+    app_id: str,
+    batch_id: int,
+    batch: DataFrame,
+    *,
+    source: Mapping[str, Any] | None = None,
+    fail_on_rewind: bool = False,
+    max_attempts: int = 5,
+) -> BatchResult:
+    """Commit `batch` into `spec`'s table exactly once for (app id, batch id).
+
+    `batch` has the spec's data columns, optionally with the reader's corrupt-record and
+    source-file columns. `source` describes where the batch came from (merged into the ledger
+    entry). With `fail_on_rewind`, a batch id below the log's marker raises CheckpointLostError
+    instead of being skipped: a stream uses this to detect a lost or rewound checkpoint.
+    """
+    validate_app_id(app_id)
+    if isinstance(batch_id, bool) or not isinstance(batch_id, int) or batch_id < 0:
+        raise ValueError(f"batch_id must be a non-negative int, got {batch_id!r}")
+    if max_attempts < 1:
+        raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
+    require_table(spark, spec.name)
+    schema = spec.data_schema(spark)
+    assert_batch_schema(batch.schema, schema, spec.name)
+
+    committed = committed_batch(spark, spec.name, app_id)
+    action = decide_batch(batch_id, committed, fail_on_rewind=fail_on_rewind)
+    if action == "rewound":
+        raise CheckpointLostError(rewound_message(spec.name, app_id, batch_id, committed))
+    if action == "skip":
+        return _skip_committed(spark, spec, app_id, batch_id, batch, schema, committed)
+
+    cached = batch.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        classified = classify(cached, schema, spec.keys)
+        stats = batch_stats(classified, schema)
+        if stats.rows == 0:
+            return BatchResult(spec.name, app_id, batch_id, "empty", note="empty batch, no commit")
+        ingested_at = datetime.now(UTC)
+        meta = CommitMetadata(
+            app_id=app_id,
+            batch_id=batch_id,
+            source={**files_source(stats.files), **(source or {})},
+            rows_read=stats.rows,
+            rows_quarantined=stats.rows_rejected,
+            content_hash=stats.content_hash,
+            commit_token=uuid.uuid4().hex,
+        )
+        if stats.rows_rejected:
+            ensure_quarantine_table(spark, spec)
+            rejected = classified.filter(F.col(REASON_COLUMN).isNotNull())
+            write_quarantine(rejected, spec, app_id, batch_id, ingested_at)
+        valid = classified.filter(F.col(REASON_COLUMN).isNull())
+        merge_source = with_lineage(
+            dedup_on_keys(valid.select(*schema.fieldNames()), spec.keys, schema),
+            app_id,
+            batch_id,
+            ingested_at,
+        )
+        return _merge_with_retries(spark, spec, meta, merge_source, max_attempts)
+    finally:
+        cached.unpersist()
+
+
+def assert_batch_schema(actual: StructType, expected: StructType, table: str) -> None:
+    """Raise SchemaMismatchError unless the batch has exactly the spec's columns and types."""
+    actual_fields = {f.name: f.dataType for f in actual.fields if f.name not in READER_COLUMNS}
+    problems = []
+    for column in expected.fields:
+        found = actual_fields.pop(column.name, None)
+        if found is None:
+            problems.append(f"missing column {column.name}")
+        elif found != column.dataType:
+            problems.append(
+                f"{column.name} is {found.simpleString()}, "
+                f"table expects {column.dataType.simpleString()}"
+            )
+    problems.extend(f"unexpected column {name}" for name in actual_fields)
+    if problems:
+        raise SchemaMismatchError(f"batch for {table} does not match its schema: {'; '.join(problems)}")
+
+
+def rewound_message(table: str, app_id: str, batch_id: int, committed: int | None) -> str:
+    """The one-line explanation for a stream that restarted below the log's marker."""
+    return (
+        f"app id {app_id!r}: the stream is at batch {batch_id} but table {table} already holds "
+        f"batch {committed} for it, so its checkpoint was lost or rewound; start the pipeline "
+        f"with a new app id (rows already landed are kept), or move the app's marker explicitly"
+    )
+
+
+def batch_stats(classified: DataFrame, schema: StructType) -> BatchStats:
+    """Count rows and rejected rows, hash the content and list source files, in one job.
+
+    The hash is order-independent (a sum of per-row xxhash64 values with the row count), so the
+    same rows give the same hash whatever the partitioning of a re-read.
+    """
+    columns = [c for c in classified.columns if c in (*schema.fieldNames(), CORRUPT_COLUMN)]
+    types = {f.name: f.dataType for f in schema.fields}
+    row_hash = F.xxhash64(*[_hashable(F.col(c), types.get(c)) for c in columns])
+    aggregates = [
+        F.count(F.lit(1)).alias("rows"),
+        F.sum(row_hash.cast("decimal(38,0)")).alias("hash_sum"),
+        F.sum(F.when(F.col(REASON_COLUMN).isNotNull(), 1).otherwise(0)).alias("rejected"),
+    ]
+    if SOURCE_FILE_COLUMN in classified.columns:
+        aggregates.append(F.collect_set(SOURCE_FILE_COLUMN).alias("files"))
+    row = classified.agg(*aggregates).collect()[0].asDict()
+    rows = int(row["rows"])
+    digest = hashlib.sha256(f"{rows}:{row['hash_sum']}".encode()).hexdigest()[:32]
+    return BatchStats(
+        rows=rows,
+        rows_rejected=int(row["rejected"] or 0),
+        content_hash=digest,
+        files=tuple(sorted(row.get("files") or ())),
+    )
+
+
+def files_source(files: tuple[str, ...]) -> dict[str, Any]:
+    """The ledger's source record for a batch read from files (empty when not from files)."""
+    return {"kind": "files", "files": list(files)} if files else {}
+
+
+def dedup_on_keys(valid: DataFrame, keys: tuple[str, ...], schema: StructType) -> DataFrame:
+    """Keep one row per record key, deterministically: the smallest row by value.
+
+    Resent rows are usually identical; when two rows share a key but differ, the choice must not
+    depend on partitioning, or a retried batch could land a different row than its first try.
+    """
+    others = [f for f in schema.fields if f.name not in keys]
+    if not others or any(isinstance(f.dataType, MapType) for f in others):
+        return valid.dropDuplicates(list(keys))
+    picked = valid.groupBy(*keys).agg(F.min(F.struct(*[f.name for f in others])).alias("_lh_row"))
+    return picked.select(*[
+        F.col(k) if k in keys else F.col(f"_lh_row.{k}").alias(k) for k in schema.fieldNames()
+    ])
+
+
+def with_lineage(rows: DataFrame, app_id: str, batch_id: int, ingested_at: datetime) -> DataFrame:
+    """Prefix the lineage columns: app id, batch id and the batch's ingestion time."""
+    return rows.select(
+        F.lit(app_id).alias(APP_ID_COLUMN),
+        F.lit(batch_id).cast("bigint").alias(BATCH_ID_COLUMN),
+        F.lit(ingested_at).cast("timestamp").alias(INGESTED_AT_COLUMN),
+        *rows.columns,
+    )
+
+
+def error_kind_of(exc: BaseException) -> LakehouseError:
+    """Map an exception from the commit call into the project's error tree."""
+    if isinstance(exc, LakehouseError):
+        return exc
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    if names & _CONFLICT_EXCEPTIONS:
+        return CommitConflictError(f"concurrent commit won: {first_line(exc)}")
+    if "Py4JNetworkError" in names or isinstance(exc, ConnectionError):
+        return CommitOutcomeUnknownError(f"commit call failed: {first_line(exc)}")
+    return TerminalError(f"commit failed: {first_line(exc)}")
+
+
+def _hashable(column: Column, data_type: object) -> Column:
+    return F.to_json(column) if isinstance(data_type, MapType) else column
+
+
+def _skip_committed(
+    spark: SparkSession,
+    spec: TableSpec,
+    app_id: str,
+    batch_id: int,
+    batch: DataFrame,
+    schema: StructType,
+    committed: int | None,
+) -> BatchResult:
+    entry = find_ledger_entry(spark, spec.name, app_id, batch_id)
+    note = f"already committed (log marker for {app_id} is {committed})"
+    if entry is None:
+        return BatchResult(
+            spec.name, app_id, batch_id, "skipped",
+            note=f"{note}; ledger entry no longer in history, content not verified",
+        )
+    incoming = batch_stats(classify(batch, schema, spec.keys), schema)
+    if is_content_conflict(incoming.content_hash, entry.meta.content_hash):
+        raise BatchContentMismatchError(
+            f"batch {batch_id} of app id {app_id!r} is already committed in {spec.name} "
+            f"(version {entry.version}) with content hash {entry.meta.content_hash}, but arrived "
+            f"again with hash {incoming.content_hash}: the source changed under a committed batch"
+        )
+    return BatchResult(
+        spec.name, app_id, batch_id, "skipped",
+        rows_read=incoming.rows, version=entry.version,
+        content_hash=incoming.content_hash, note=note,
+    )
+
+
+def _merge_with_retries(
+    spark: SparkSession,
+    spec: TableSpec,
+    meta: CommitMetadata,
+    merge_source: DataFrame,
+    max_attempts: int,
+) -> BatchResult:
+    condition = merge_condition(spec.keys, meta.app_id, meta.batch_id)
+    for attempt in count(1):
+        try:
+            fault_point("before_write", meta.batch_id)
+            executed = _merge(spark, spec.name, merge_source, condition, meta)
+            fault_point("after_commit", meta.batch_id)
+        except Exception as exc:
+            error = error_kind_of(exc)
+            committed = committed_batch(spark, spec.name, meta.app_id)
+            if commit_landed(committed, meta.batch_id):
+                return _landed(spark, spec, meta, attempt, note="outcome confirmed from the log")
+            if not should_retry(error.kind, attempt, max_attempts):
+                raise error from exc
+            time.sleep(backoff_seconds(attempt))
+            continue
+        if not executed:
+            return _landed(spark, spec, meta, attempt, note="committed by a concurrent writer")
+        return _landed(spark, spec, meta, attempt)
+    raise AssertionError("unreachable")
+
+
+def _merge(
+    spark: SparkSession, table: str, source: DataFrame, condition: str, meta: CommitMetadata
+) -> bool:
+    """Run the MERGE in a session clone carrying this commit's markers; False if Delta skipped.
+
+    The txn and userMetadata confs are session-wide (delta-io/delta#3934); a clone per commit
+    keeps two commits running at once from one session from reading each other's markers.
+    """
+    from delta.tables import DeltaTable
+
+    clone = SparkSession(spark.sparkContext, spark._jsparkSession.cloneSession())
+    clone.conf.set(TXN_APP_ID_CONF, meta.app_id)
+    clone.conf.set(TXN_VERSION_CONF, str(meta.batch_id))
+    clone.conf.set(USER_METADATA_CONF, meta.to_json())
+    metrics = (
+        DeltaTable.forName(clone, table)
+        .alias(TARGET_ALIAS)
+        .merge(source.alias(SOURCE_ALIAS), condition)
+        .whenNotMatchedInsertAll()
+        .execute()
+        .collect()
+    )
+    return bool(metrics)
+
+
+def _landed(
+    spark: SparkSession, spec: TableSpec, meta: CommitMetadata, attempts: int, *, note: str = ""
+) -> BatchResult:
+    entry = find_ledger_entry(spark, spec.name, meta.app_id, meta.batch_id)
+    if entry is None:
+        raise CommitOutcomeUnknownError(
+            f"batch {meta.batch_id} of {meta.app_id!r} is marked committed in {spec.name} but "
+            "its ledger entry is missing from the table history"
+        )
+    ours = entry.meta.commit_token == meta.commit_token
+    if not ours and is_content_conflict(meta.content_hash, entry.meta.content_hash):
+        raise BatchContentMismatchError(
+            f"batch {meta.batch_id} of app id {meta.app_id!r} was committed to {spec.name} by "
+            f"another writer (version {entry.version}) with different content"
+        )
+    return result_from_entry(
+        entry, spec.name, status="committed" if ours else "skipped", attempts=attempts, note=note
+    )
+
+
+def result_from_entry(
+    entry: LedgerEntry, table: str, *, status: BatchStatus, attempts: int, note: str
+) -> BatchResult:
+    """Build the batch report from the ledger entry the log holds for it."""
+    return BatchResult(
+        table=table,
+        app_id=entry.meta.app_id,
+        batch_id=entry.meta.batch_id,
+        status=status,
+        rows_read=entry.meta.rows_read,
+        rows_inserted=entry.rows_inserted if status == "committed" else 0,
+        rows_already_present=entry.rows_already_present if status == "committed" else 0,
+        rows_duplicate_in_batch=entry.rows_duplicate_in_batch if status == "committed" else 0,
+        rows_quarantined=entry.meta.rows_quarantined if status == "committed" else 0,
+        version=entry.version,
+        content_hash=entry.meta.content_hash,
+        attempts=attempts,
+        note=note,
+    )

@@ -1,0 +1,80 @@
+"""The commit path's decisions, as small pure functions tested without Spark.
+
+Every branch the exactly-once protocol takes is decided here from plain values (batch ids, the
+log's marker, hashes, error kinds); `ingest.commit` only gathers those values and carries out the
+decision. See docs/DESIGN.md for the protocol these encode.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from tables.errors import ErrorKind
+from tables.identifiers import quote_identifier, sql_string_literal
+from tables.spec import APP_ID_COLUMN, BATCH_ID_COLUMN
+
+BatchAction = Literal["commit", "skip", "rewound"]
+
+TARGET_ALIAS = "t"
+SOURCE_ALIAS = "s"
+
+
+def decide_batch(batch_id: int, committed: int | None, *, fail_on_rewind: bool) -> BatchAction:
+    """Decide what to do with a batch given the last batch id the log holds for its app.
+
+    - nothing committed yet, or a newer batch: commit it;
+    - the batch the log already holds: a retry (say, after a crash before the stream's
+      checkpoint), skip it;
+    - an older batch: a replay when called directly (skip it), but for a stream it means the
+      checkpoint was lost or rewound, which must stop the stream (`rewound`).
+    """
+    if committed is None or batch_id > committed:
+        return "commit"
+    if batch_id == committed or not fail_on_rewind:
+        return "skip"
+    return "rewound"
+
+
+def is_checkpoint_lost(checkpoint_has_offsets: bool, committed: int | None) -> bool:
+    """True when the log holds batches for an app whose stream checkpoint is empty.
+
+    A fresh checkpoint restarts batch ids at 0; if the table already holds batches for the same
+    app id, those ids would collide with committed ones.
+    """
+    return committed is not None and not checkpoint_has_offsets
+
+
+def is_content_conflict(incoming_hash: str, committed_hash: str | None) -> bool:
+    """True when a batch id arrives again with content that differs from what was committed."""
+    return bool(committed_hash) and incoming_hash != committed_hash
+
+
+def should_retry(kind: ErrorKind, attempt: int, max_attempts: int) -> bool:
+    """Retry transient errors until `max_attempts` attempts have been made; never terminal ones."""
+    return kind == "transient" and attempt < max_attempts
+
+
+def backoff_seconds(attempt: int, *, base: float = 0.2, cap: float = 5.0) -> float:
+    """Exponential backoff before retry `attempt` (1-based), capped."""
+    return float(min(cap, base * 2 ** (attempt - 1)))
+
+
+def commit_landed(committed: int | None, batch_id: int) -> bool:
+    """After a failed commit call, True if the log shows the batch as committed anyway."""
+    return committed is not None and committed >= batch_id
+
+
+def merge_condition(keys: tuple[str, ...], app_id: str, batch_id: int) -> str:
+    """The MERGE ON clause: literal app id and batch id, then a null-safe match on each key.
+
+    The literals let Delta skip every target file whose lineage statistics exclude this batch, so
+    the MERGE reads files of this batch only, whatever the size of the table.
+    """
+    target = quote_identifier(TARGET_ALIAS)
+    source = quote_identifier(SOURCE_ALIAS)
+    parts = [
+        f"{target}.{quote_identifier(APP_ID_COLUMN)} = {sql_string_literal(app_id)}",
+        f"{target}.{quote_identifier(BATCH_ID_COLUMN)} = {int(batch_id)}",
+        *(f"{target}.{quote_identifier(k)} <=> {source}.{quote_identifier(k)}" for k in keys),
+    ]
+    return " AND ".join(parts)

@@ -1,0 +1,72 @@
+"""Stream sources: a landing directory of JSON, CSV or Parquet files, read with the table schema.
+
+JSON and CSV are read PERMISSIVE with a corrupt-record column, so a line that does not parse
+reaches the commit (and quarantine) instead of failing the stream or vanishing. Each row carries
+the file it came from, which the ledger records as the batch's source.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType, StructField, StructType
+
+from quality.malformed import CORRUPT_COLUMN, SOURCE_FILE_COLUMN
+from tables.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+FileFormat = Literal["json", "csv", "parquet"]
+DEFAULT_OPTIONS: Mapping[str, Mapping[str, str]] = {
+    "json": {},
+    "csv": {"header": "true"},
+    "parquet": {},
+}
+
+
+@dataclass(frozen=True)
+class FileSource:
+    """A landing directory that files are dropped into, one format per directory."""
+
+    path: str
+    format: FileFormat
+    options: Mapping[str, str] = field(default_factory=dict)
+    max_files_per_trigger: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.format not in get_args(FileFormat):
+            raise ConfigError(
+                f"unsupported file format {self.format!r}: use one of {get_args(FileFormat)}"
+            )
+        if self.max_files_per_trigger is not None and self.max_files_per_trigger < 1:
+            raise ConfigError("max_files_per_trigger must be at least 1")
+
+    def describe(self) -> dict[str, Any]:
+        """The source record stored in each batch's ledger entry (with the batch's files)."""
+        return {"kind": "files", "format": self.format, "path": self.path}
+
+    @property
+    def has_corrupt_column(self) -> bool:
+        """True for text formats, which are read PERMISSIVE with a corrupt-record column."""
+        return self.format in ("json", "csv")
+
+
+def read_stream(spark: SparkSession, source: FileSource, schema: StructType) -> DataFrame:
+    """Open the landing directory as a stream of rows with the table schema."""
+    reader = spark.readStream.format(source.format)
+    read_schema = schema
+    options = {**DEFAULT_OPTIONS[source.format], **source.options}
+    if source.has_corrupt_column:
+        read_schema = StructType([*schema.fields, StructField(CORRUPT_COLUMN, StringType())])
+        options.update({"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN})
+    if source.max_files_per_trigger:
+        options["maxFilesPerTrigger"] = str(source.max_files_per_trigger)
+    stream = reader.schema(read_schema).options(**options).load(source.path)
+    extra = [F.col(CORRUPT_COLUMN)] if source.has_corrupt_column else []
+    return stream.select(
+        *schema.fieldNames(), *extra, F.col("_metadata.file_path").alias(SOURCE_FILE_COLUMN)
+    )

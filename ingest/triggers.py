@@ -1,0 +1,34 @@
+"""Stream triggers: `available-now` for scheduled jobs, or a processing-time interval."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from tables.errors import ConfigError
+
+AVAILABLE_NOW = "available-now"
+_INTERVAL = re.compile(r"^(?:every\s+)?(\d+)\s*(second|minute|hour)s?$", re.I)
+
+
+def parse_trigger(text: str) -> dict[str, Any]:
+    """Translate a trigger name into `DataStreamWriter.trigger` keyword arguments.
+
+    `available-now` processes what has landed, in as many batches as the source limits allow,
+    then stops: the mode for scheduled jobs. `30 seconds` (or `every 5 minutes`) runs until
+    stopped, starting a batch at each interval.
+    """
+    cleaned = text.strip().lower()
+    if cleaned in (AVAILABLE_NOW, "availablenow", "available_now"):
+        return {"availableNow": True}
+    match = _INTERVAL.match(cleaned)
+    if match and int(match.group(1)) > 0:
+        return {"processingTime": f"{int(match.group(1))} {match.group(2)}s"}
+    raise ConfigError(
+        f"invalid trigger {text!r}: use 'available-now' or an interval such as '30 seconds'"
+    )
+
+
+def is_available_now(text: str) -> bool:
+    """Return True if the trigger stops by itself once the landed data is processed."""
+    return parse_trigger(text) == {"availableNow": True}

@@ -1,0 +1,1 @@
+"""Quality layer: malformed-row classification and quarantine (audits and suites build on it)."""

@@ -1,0 +1,73 @@
+"""Rows that cannot land go to `<table>_quarantine` with a reason, idempotently per batch.
+
+Every row of a batch is classified before anything is written: a row gets a rejection reason or
+none, from the row alone, so a replay of the same batch puts each row on the same side. The
+quarantine append carries Delta's per-write txnAppId/txnVersion options (per write, not session
+wide), so a quarantine write that landed before a crash is skipped on replay: no row lands twice
+and no row lands in both tables.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyspark.sql import functions as F
+
+from tables.catalog import create_table
+from tables.faults import fault_point
+from tables.spec import APP_ID_COLUMN, BATCH_ID_COLUMN, INGESTED_AT_COLUMN, LINEAGE_DDL
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from pyspark.sql import DataFrame, SparkSession
+
+    from tables.spec import TableSpec
+
+REASON_COLUMN = "_lh_reason"
+RAW_COLUMN = "_lh_raw"
+SOURCE_COLUMN = "_lh_source"
+QUARANTINE_DDL = (
+    f"{LINEAGE_DDL}, {REASON_COLUMN} STRING NOT NULL, {RAW_COLUMN} STRING, {SOURCE_COLUMN} STRING"
+)
+
+
+def ensure_quarantine_table(spark: SparkSession, spec: TableSpec) -> bool:
+    """Create the spec's quarantine table if absent; True if this call created it."""
+    from pyspark.sql.types import StructType
+
+    return create_table(
+        spark,
+        spec.quarantine_name,
+        StructType.fromDDL(QUARANTINE_DDL),
+        properties={"delta.enableChangeDataFeed": "true"},
+    )
+
+
+def write_quarantine(
+    rejected: DataFrame,
+    spec: TableSpec,
+    app_id: str,
+    batch_id: int,
+    ingested_at: datetime,
+) -> None:
+    """Append rejected rows (reason, raw, source columns) once per (app id, batch id).
+
+    The caller has classified the batch and counted the rows already; this only writes.
+    """
+    rows = rejected.select(
+        F.lit(app_id).alias(APP_ID_COLUMN),
+        F.lit(batch_id).cast("bigint").alias(BATCH_ID_COLUMN),
+        F.lit(ingested_at).cast("timestamp").alias(INGESTED_AT_COLUMN),
+        F.col(REASON_COLUMN),
+        F.col(RAW_COLUMN),
+        F.col(SOURCE_COLUMN),
+    )
+    fault_point("mid_quarantine", batch_id)
+    (
+        rows.write.format("delta")
+        .mode("append")
+        .option("txnAppId", app_id)
+        .option("txnVersion", batch_id)
+        .saveAsTable(spec.quarantine_name)
+    )

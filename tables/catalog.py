@@ -1,0 +1,117 @@
+"""Creating declared tables and registering them in the catalog, idempotently.
+
+Creation goes through `DeltaTable.createIfNotExists`, so two processes starting at once both end
+with one table. A table that already exists is checked against its spec: a column that is
+missing or has another type is a SchemaMismatchError, never a silent rewrite.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tables.errors import SchemaMismatchError, TableNotFoundError
+from tables.identifiers import validate_table_name
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.types import StructType
+
+    from tables.spec import TableSpec
+
+
+@dataclass(frozen=True)
+class TableDetail:
+    """What `DESCRIBE DETAIL` says of a Delta table."""
+
+    name: str
+    location: str
+    num_files: int
+    size_bytes: int
+    partition_columns: tuple[str, ...]
+    properties: Mapping[str, str]
+    created_at: Any
+    last_modified: Any
+
+
+def table_exists(spark: SparkSession, name: str) -> bool:
+    """Return True if the catalog knows the table."""
+    return bool(spark.catalog.tableExists(validate_table_name(name)))
+
+
+def require_table(spark: SparkSession, name: str) -> None:
+    """Raise TableNotFoundError unless the table is in the catalog."""
+    if not table_exists(spark, name):
+        raise TableNotFoundError(f"table {name!r} not found in the catalog")
+
+
+def schema_differences(expected: StructType, actual: StructType) -> list[str]:
+    """Describe how `actual` falls short of `expected`: missing columns and changed types."""
+    actual_types = {f.name.lower(): f.dataType for f in actual.fields}
+    problems = []
+    for column in expected.fields:
+        found = actual_types.get(column.name.lower())
+        if found is None:
+            problems.append(f"missing column {column.name}")
+        elif found != column.dataType:
+            problems.append(
+                f"column {column.name} is {found.simpleString()}, "
+                f"spec says {column.dataType.simpleString()}"
+            )
+    return problems
+
+
+def create_table(
+    spark: SparkSession,
+    name: str,
+    schema: StructType,
+    *,
+    partition_by: tuple[str, ...] = (),
+    properties: Mapping[str, str] | None = None,
+) -> bool:
+    """Create a Delta table if absent and check an existing one; True if this call created it."""
+    from delta.tables import DeltaTable
+
+    validate_table_name(name)
+    if table_exists(spark, name):
+        problems = schema_differences(schema, spark.table(name).schema)
+        if problems:
+            raise SchemaMismatchError(f"table {name} does not match its spec: {'; '.join(problems)}")
+        return False
+    builder = DeltaTable.createIfNotExists(spark).tableName(name).addColumns(schema)
+    if partition_by:
+        builder = builder.partitionedBy(*partition_by)
+    for key, value in (properties or {}).items():
+        builder = builder.property(key, value)
+    builder.execute()
+    return True
+
+
+def ensure_table(spark: SparkSession, spec: TableSpec) -> bool:
+    """Create the spec's target table if absent (idempotent); True if this call created it."""
+    return create_table(
+        spark,
+        spec.name,
+        spec.table_schema(spark),
+        partition_by=spec.partition_by,
+        properties=spec.table_properties(),
+    )
+
+
+def table_detail(spark: SparkSession, name: str) -> TableDetail:
+    """Read `DESCRIBE DETAIL` for a table through delta-spark."""
+    from delta.tables import DeltaTable
+
+    require_table(spark, name)
+    row = DeltaTable.forName(spark, name).detail().collect()[0].asDict()
+    return TableDetail(
+        name=name,
+        location=str(row["location"]),
+        num_files=int(row["numFiles"] or 0),
+        size_bytes=int(row["sizeInBytes"] or 0),
+        partition_columns=tuple(row["partitionColumns"] or ()),
+        properties=dict(row["properties"] or {}),
+        created_at=row["createdAt"],
+        last_modified=row["lastModified"],
+    )

@@ -1,0 +1,82 @@
+"""One error tree for the whole project, split into terminal and transient kinds.
+
+A terminal error needs a person (bad config, a conflicting batch, a lost checkpoint): retrying
+cannot help. A transient error may pass on retry (a concurrent commit, an unknown commit outcome).
+Callers decide on `kind`, never on message text; the CLI maps the kind to an exit code.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+ErrorKind = Literal["terminal", "transient"]
+
+
+class LakehouseError(Exception):
+    """Base of every error this project raises on purpose; its message is one line."""
+
+    kind: ClassVar[ErrorKind] = "terminal"
+
+
+class TerminalError(LakehouseError):
+    """An error that retrying will not fix; an operator has to act."""
+
+    kind: ClassVar[ErrorKind] = "terminal"
+
+
+class TransientError(LakehouseError):
+    """An error that may pass if the same step is tried again."""
+
+    kind: ClassVar[ErrorKind] = "transient"
+
+
+class ConfigError(TerminalError, ValueError):
+    """The configuration file or an argument is invalid."""
+
+
+class InvalidIdentifierError(ConfigError):
+    """A table, column or app name is not a plain identifier and will not reach SQL."""
+
+
+class SessionError(TerminalError):
+    """Spark could not be started (no Java, Delta JARs unreachable, metastore locked)."""
+
+
+class TableNotFoundError(TerminalError):
+    """The named table is not in the catalog."""
+
+
+class SchemaMismatchError(TerminalError):
+    """An existing table's schema does not match its declared spec."""
+
+
+class QueryError(TerminalError):
+    """A SQL statement failed to parse or analyse."""
+
+
+class BatchContentMismatchError(TerminalError):
+    """A batch id already committed for an app id arrived again with different content."""
+
+
+class CheckpointLostError(TerminalError):
+    """The stream restarted at or below a batch the table already holds for its app id."""
+
+
+class CommitConflictError(TransientError):
+    """Delta rejected the commit because a concurrent transaction won; retry after re-reading."""
+
+
+class CommitOutcomeUnknownError(TransientError):
+    """The commit call failed and re-reading the log could not tell whether it landed."""
+
+
+class InjectedFault(TransientError):
+    """Raised by a fault point switched on for a test; never raised in normal runs."""
+
+
+def first_line(exc: BaseException) -> str:
+    """The first non-empty line of an exception's text, for one-line error reports."""
+    for line in str(exc).splitlines():
+        if line.strip():
+            return line.strip()
+    return type(exc).__name__

@@ -1,0 +1,196 @@
+"""Reading what a Delta table's log says was committed: app markers and the per-batch ledger.
+
+Two records live in the log, written atomically with the rows of each batch:
+- the SetTransaction marker (txnAppId -> txnVersion), the authority on the last batch an app
+  committed; read here from the table snapshot through delta-spark's JVM `DeltaLog` API, which
+  reads only the log, never data files;
+- the commit's userMetadata, a JSON `CommitMetadata` describing the batch (source, counts,
+  content hash); read back through `DeltaTable.history()` as the ledger.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from pyspark.sql import SparkSession
+
+from tables.catalog import require_table
+
+LEDGER_FORMAT = 1
+CommitKind = Literal["batch", "replay", "replace", "reset"]
+
+
+@dataclass(frozen=True)
+class CommitMetadata:
+    """What a lakehouse commit records about its batch in the commit's userMetadata."""
+
+    app_id: str
+    batch_id: int
+    source: Mapping[str, Any]
+    rows_read: int
+    rows_quarantined: int
+    content_hash: str
+    commit_token: str
+    kind: CommitKind = "batch"
+
+    def to_json(self) -> str:
+        """Serialise to the compact JSON stored in the commit."""
+        payload = {"lakehouse": LEDGER_FORMAT, **asdict(self)}
+        payload["source"] = dict(self.source)
+        return json.dumps(payload, separators=(",", ":"), sort_keys=True)
+
+    @staticmethod
+    def from_json(text: str | None) -> CommitMetadata | None:
+        """Parse userMetadata written by this project; None for anything else."""
+        if not text:
+            return None
+        try:
+            payload = json.loads(text)
+        except ValueError:
+            return None
+        if not isinstance(payload, dict) or payload.get("lakehouse") != LEDGER_FORMAT:
+            return None
+        return CommitMetadata(
+            app_id=str(payload["app_id"]),
+            batch_id=int(payload["batch_id"]),
+            source=dict(payload.get("source") or {}),
+            rows_read=int(payload.get("rows_read", 0)),
+            rows_quarantined=int(payload.get("rows_quarantined", 0)),
+            content_hash=str(payload.get("content_hash", "")),
+            commit_token=str(payload.get("commit_token", "")),
+            kind=payload.get("kind", "batch"),
+        )
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """One committed batch as the log shows it: its metadata plus the commit's own metrics."""
+
+    version: int
+    committed_at: datetime
+    operation: str
+    meta: CommitMetadata
+    rows_merged: int
+    rows_inserted: int
+    metrics: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def rows_already_present(self) -> int:
+        """Rows of the batch the MERGE found in the table already (a replay, a retried write)."""
+        return self.rows_merged - self.rows_inserted
+
+    @property
+    def rows_duplicate_in_batch(self) -> int:
+        """Valid rows dropped because another row of the same batch had the same record key."""
+        return self.meta.rows_read - self.meta.rows_quarantined - self.rows_merged
+
+    def as_row(self) -> dict[str, Any]:
+        """Flatten for display and export."""
+        return {
+            "app_id": self.meta.app_id,
+            "batch_id": self.meta.batch_id,
+            "version": self.version,
+            "kind": self.meta.kind,
+            "rows_read": self.meta.rows_read,
+            "rows_inserted": self.rows_inserted,
+            "rows_already_present": self.rows_already_present,
+            "rows_duplicate_in_batch": self.rows_duplicate_in_batch,
+            "rows_quarantined": self.meta.rows_quarantined,
+            "source": describe_source(self.meta.source),
+            "content_hash": self.meta.content_hash,
+            "committed_at": self.committed_at.isoformat(sep=" ", timespec="seconds"),
+        }
+
+
+def describe_source(source: Mapping[str, Any]) -> str:
+    """A short human description of a batch's source record."""
+    files = source.get("files")
+    if isinstance(files, list):
+        shown = ", ".join(str(f).rsplit("/", 1)[-1] for f in files[:3])
+        more = f" (+{len(files) - 3} more)" if len(files) > 3 else ""
+        return f"{source.get('format', 'files')}: {shown}{more}"
+    return json.dumps(dict(source), sort_keys=True)
+
+
+def ledger_entry_from_history(row: Mapping[str, Any]) -> LedgerEntry | None:
+    """Build a ledger entry from one `DESCRIBE HISTORY` row, or None if not ours."""
+    meta = CommitMetadata.from_json(row.get("userMetadata"))
+    if meta is None:
+        return None
+    metrics = dict(row.get("operationMetrics") or {})
+    inserted = int(metrics.get("numTargetRowsInserted", metrics.get("numOutputRows", 0)))
+    return LedgerEntry(
+        version=int(row["version"]),
+        committed_at=row["timestamp"],
+        operation=str(row["operation"]),
+        meta=meta,
+        rows_merged=int(metrics.get("numSourceRows", inserted)),
+        rows_inserted=inserted,
+        metrics=metrics,
+    )
+
+
+def read_ledger(
+    spark: SparkSession, table: str, *, app_id: str | None = None, limit: int | None = None
+) -> list[LedgerEntry]:
+    """The lakehouse commits among the table's last `limit` log entries, newest first."""
+    from delta.tables import DeltaTable
+
+    require_table(spark, table)
+    history = DeltaTable.forName(spark, table).history(limit) if limit else (
+        DeltaTable.forName(spark, table).history()
+    )
+    rows = history.select(
+        "version", "timestamp", "operation", "userMetadata", "operationMetrics"
+    ).collect()
+    entries = [ledger_entry_from_history(r.asDict()) for r in rows]
+    return [
+        e for e in entries if e is not None and (app_id is None or e.meta.app_id == app_id)
+    ]
+
+
+def find_ledger_entry(
+    spark: SparkSession, table: str, app_id: str, batch_id: int
+) -> LedgerEntry | None:
+    """Find the commit of (app id, batch id), searching recent history first."""
+    for limit in (16, 256, None):
+        for entry in read_ledger(spark, table, app_id=app_id, limit=limit):
+            if entry.meta.batch_id == batch_id and entry.meta.kind == "batch":
+                return entry
+    return None
+
+
+def _snapshot(spark: SparkSession, table: str) -> Any:
+    jvm = spark._jvm
+    jspark = spark._jsparkSession
+    identifier = jspark.sessionState().sqlParser().parseTableIdentifier(table)
+    delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(jspark, identifier)
+    none = jvm.scala.Option.empty()
+    return delta_log.update(False, none, none)
+
+
+def committed_batches(spark: SparkSession, table: str) -> dict[str, int]:
+    """Every app id's SetTransaction marker in the table's current snapshot."""
+    require_table(spark, table)
+    markers: dict[str, int] = {}
+    iterator = _snapshot(spark, table).transactions().iterator()
+    while iterator.hasNext():
+        pair = iterator.next()
+        markers[str(pair._1())] = int(pair._2())
+    return markers
+
+
+def committed_batch(spark: SparkSession, table: str, app_id: str) -> int | None:
+    """The last batch id the log holds for `app_id`, or None if it never committed."""
+    require_table(spark, table)
+    option = _snapshot(spark, table).transactions().get(app_id)
+    return int(option.get()) if option.isDefined() else None
+
+
+def table_version(spark: SparkSession, table: str) -> int:
+    """The table's current version according to its log."""
+    return int(_snapshot(spark, table).version())

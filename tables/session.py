@@ -1,0 +1,161 @@
+"""The one place that builds or finds the Spark session.
+
+On a bare machine it builds an embedded default: local Spark with Delta's SQL extension and
+catalog, JARs resolved through `configure_spark_with_delta_pip` (cached after the first run), and
+a persistent warehouse directory plus embedded Derby metastore under the lakehouse home, so that a
+table created by one process is found by name in the next. Under spark-submit or Databricks the
+session already exists and is reused as it is: no local master, no JAR resolution.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from tables.errors import SessionError
+
+DEFAULT_HOME = Path(".lakehouse")
+_LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
+
+#: Sizing for the embedded local session: a laptop or CI box, not a cluster.
+EMBEDDED_DEFAULTS: Mapping[str, str] = {
+    "spark.sql.shuffle.partitions": "8",
+    "spark.databricks.delta.snapshotPartitions": "8",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+}
+
+
+def is_cluster_environment(environ: Mapping[str, str] | None = None) -> bool:
+    """Return True when running under spark-submit or on Databricks, where a session exists."""
+    env = os.environ if environ is None else environ
+    return "PYSPARK_GATEWAY_PORT" in env or "DATABRICKS_RUNTIME_VERSION" in env
+
+
+def java_available(environ: Mapping[str, str] | None = None) -> bool:
+    """Return True if a `java` executable can be found through JAVA_HOME or PATH."""
+    env = os.environ if environ is None else environ
+    java_home = env.get("JAVA_HOME")
+    if java_home and (Path(java_home) / "bin" / "java").exists():
+        return True
+    return shutil.which("java", path=env.get("PATH")) is not None
+
+
+def get_spark(
+    home: Path | str | None = None,
+    *,
+    app_name: str = "lakehouse",
+    extra_conf: Mapping[str, str] | None = None,
+) -> SparkSession:
+    """Return the active Spark session, or build the embedded default rooted at `home`.
+
+    `home` holds the warehouse and metastore; it defaults to `$LAKEHOUSE_HOME` or `./.lakehouse`.
+    `extra_conf` overrides the embedded defaults (it is ignored when a session already exists).
+    """
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    if is_cluster_environment():
+        return SparkSession.builder.appName(app_name).getOrCreate()
+    return _build_embedded(_resolve_home(home), app_name, extra_conf or {})
+
+
+def _resolve_home(home: Path | str | None) -> Path:
+    chosen = Path(home) if home is not None else Path(os.environ.get("LAKEHOUSE_HOME", DEFAULT_HOME))
+    return chosen.expanduser().resolve()
+
+
+def _build_embedded(home: Path, app_name: str, extra_conf: Mapping[str, str]) -> SparkSession:
+    if not java_available():
+        raise SessionError(
+            "Java not found: install a JDK 17 and put `java` on PATH or set JAVA_HOME"
+        )
+    from delta import configure_spark_with_delta_pip
+
+    home.mkdir(parents=True, exist_ok=True)
+    java_options = f"-Dlog4j.configurationFile={_LOG4J_CONFIG} -Dderby.system.home={home}"
+    builder = (
+        SparkSession.builder.appName(app_name)
+        .master(os.environ.get("LAKEHOUSE_SPARK_MASTER", "local[*]"))
+        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+        .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+        .config("spark.sql.warehouse.dir", str(home / "warehouse"))
+        .config(
+            "javax.jdo.option.ConnectionURL",
+            f"jdbc:derby:;databaseName={home / 'metastore_db'};create=true",
+        )
+        .config("spark.driver.extraJavaOptions", java_options)
+        .enableHiveSupport()
+    )
+    for key, value in {**EMBEDDED_DEFAULTS, **extra_conf}.items():
+        builder = builder.config(key, value)
+    log_path = home / "logs" / "spark-driver.log"
+    try:
+        with _output_to(log_path):
+            spark = configure_spark_with_delta_pip(builder).getOrCreate()
+    except Exception as exc:
+        raise SessionError(
+            "could not start Spark with Delta: the Delta JARs could not be resolved from Maven "
+            "Central and are not in the local Ivy cache (run `make setup` where Maven Central "
+            f"is reachable) or the JVM failed to start; see {log_path}"
+        ) from exc
+    _assert_metastore_usable(spark, home)
+    return spark
+
+
+@contextmanager
+def _output_to(log_path: Path) -> Iterator[None]:
+    """Send the JVM's stdout and stderr (Ivy's resolution report, Spark's logs) to a file.
+
+    The driver JVM inherits the file descriptors at launch, so its output keeps going to the log
+    file while this process's own output is restored when the block ends.
+    """
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with open(log_path, "ab") as log:
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
+
+
+def _assert_metastore_usable(spark: SparkSession, home: Path) -> None:
+    """Open the metastore now so a locked Derby database fails here with one clear line."""
+    try:
+        spark.sql("SHOW DATABASES").collect()
+    except Exception as exc:
+        spark.stop()
+        raise SessionError(
+            f"the embedded metastore at {home / 'metastore_db'} is in use by another process "
+            "(embedded Derby allows one at a time): stop that process, use another "
+            "LAKEHOUSE_HOME, or configure a shared Hive metastore"
+        ) from exc
+
+
+def _warm() -> None:
+    """Resolve and cache the Delta JARs by starting (and stopping) a throwaway session."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="lakehouse-warm-") as home:
+        get_spark(home, app_name="lakehouse-setup").stop()
+    print("Delta JARs resolved and cached")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--warm"]:
+        sys.exit("usage: python -m tables.session --warm")
+    _warm()

@@ -1,0 +1,129 @@
+"""Table specs: a table is declared once, with its schema, record key, partitioning and properties.
+
+Every target table carries three lineage columns, placed first so that Delta collects min/max
+statistics on them (it indexes the first 32 columns by default): the MERGE's literal app id and
+batch id conditions then skip every file of other batches.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from tables.errors import ConfigError, first_line
+from tables.identifiers import validate_column_name, validate_table_name
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.types import StructType
+
+APP_ID_COLUMN = "_lh_app_id"
+BATCH_ID_COLUMN = "_lh_batch_id"
+INGESTED_AT_COLUMN = "_lh_ingested_at"
+LINEAGE_DDL = (
+    f"{APP_ID_COLUMN} STRING NOT NULL, {BATCH_ID_COLUMN} BIGINT NOT NULL, "
+    f"{INGESTED_AT_COLUMN} TIMESTAMP NOT NULL"
+)
+RESERVED_PREFIX = "_lh_"
+
+TXN_RETENTION_PROPERTY = "delta.setTransactionRetentionDuration"
+DEFAULT_REPLAY_WINDOW = timedelta(days=7)
+
+#: Properties every target table gets unless its spec overrides them.
+DEFAULT_PROPERTIES: Mapping[str, str] = {
+    "delta.enableChangeDataFeed": "true",
+}
+
+_INTERVAL = re.compile(r"^\s*(?:interval\s+)?(\d+)\s+(week|day|hour|minute|second)s?\s*$", re.I)
+_UNIT_SECONDS = {"week": 604800, "day": 86400, "hour": 3600, "minute": 60, "second": 1}
+
+
+def parse_interval(text: str) -> timedelta:
+    """Parse a Delta-style interval such as `interval 7 days` or `36 hours`."""
+    match = _INTERVAL.match(text)
+    if not match:
+        raise ConfigError(f"invalid interval {text!r}: expected e.g. 'interval 7 days'")
+    amount, unit = int(match.group(1)), match.group(2).lower()
+    return timedelta(seconds=amount * _UNIT_SECONDS[unit])
+
+
+def validate_txn_retention(properties: Mapping[str, str], replay_window: timedelta) -> None:
+    """Refuse a transaction-marker retention shorter than the replay window.
+
+    Delta drops a SetTransaction marker once it is older than this retention; a batch replayed
+    after that would no longer be recognised as committed and would be written again.
+    """
+    value = properties.get(TXN_RETENTION_PROPERTY)
+    if value is None:
+        return
+    if parse_interval(value) < replay_window:
+        raise ConfigError(
+            f"{TXN_RETENTION_PROPERTY}={value!r} is shorter than the replay window "
+            f"({replay_window}): replayed batches older than it would be written twice"
+        )
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A declared target table: user schema (Spark DDL), record key, partitioning, properties."""
+
+    name: str
+    schema_ddl: str
+    keys: tuple[str, ...]
+    partition_by: tuple[str, ...] = ()
+    properties: Mapping[str, str] = field(default_factory=dict)
+    replay_window: timedelta = DEFAULT_REPLAY_WINDOW
+
+    def __post_init__(self) -> None:
+        validate_table_name(self.name)
+        if not self.schema_ddl.strip():
+            raise ConfigError(f"table {self.name}: schema is empty")
+        if not self.keys:
+            raise ConfigError(f"table {self.name}: declare at least one record key column")
+        for column in (*self.keys, *self.partition_by):
+            validate_column_name(column)
+            if column.startswith(RESERVED_PREFIX):
+                raise ConfigError(f"table {self.name}: {column!r} uses the reserved prefix _lh_")
+        if len(set(self.keys)) != len(self.keys):
+            raise ConfigError(f"table {self.name}: record key columns repeat: {self.keys}")
+        validate_txn_retention(self.properties, self.replay_window)
+
+    @property
+    def quarantine_name(self) -> str:
+        """The name of this table's quarantine table."""
+        return f"{self.name}_quarantine"
+
+    def table_properties(self) -> dict[str, str]:
+        """The Delta properties to create the table with: defaults overlaid by the spec's own."""
+        return {**DEFAULT_PROPERTIES, **self.properties}
+
+    def data_schema(self, spark: SparkSession) -> StructType:
+        """Parse the user schema with Spark's DDL parser and check keys and partitions exist."""
+        from pyspark.sql.types import StructType
+
+        try:
+            schema = StructType.fromDDL(self.schema_ddl)
+        except Exception as exc:
+            raise ConfigError(
+                f"table {self.name}: cannot parse schema {self.schema_ddl!r}: "
+                f"{first_line(exc)}"
+            ) from exc
+        names = [f.name for f in schema.fields]
+        for column in names:
+            validate_column_name(column)
+            if column.startswith(RESERVED_PREFIX):
+                raise ConfigError(f"table {self.name}: column {column!r} uses the reserved prefix")
+        missing = [c for c in (*self.keys, *self.partition_by) if c not in names]
+        if missing:
+            raise ConfigError(f"table {self.name}: key/partition columns not in schema: {missing}")
+        return schema
+
+    def table_schema(self, spark: SparkSession) -> StructType:
+        """The full target schema: lineage columns first, then the user columns."""
+        from pyspark.sql.types import StructType
+
+        lineage = StructType.fromDDL(LINEAGE_DDL)
+        return StructType([*lineage.fields, *self.data_schema(spark).fields])
