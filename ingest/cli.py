@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar
@@ -42,7 +41,9 @@ err = Console(stderr=True, highlight=False)
 
 ConfigOption = Annotated[
     Path | None,
-    typer.Option("--config", "-c", help="Config file (default: ./lakehouse.toml).", show_default=False),
+    typer.Option(
+        "--config", "-c", help="Config file (default: ./lakehouse.toml).", show_default=False
+    ),
 ]
 FormatOption = Annotated[
     OutputFormat, typer.Option("--format", "-f", help="Output format: table, json or csv.")
@@ -76,6 +77,16 @@ def handle_errors(func: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
+@app.callback()
+def _main() -> None:
+    """Land streams in Delta Lake tables exactly once, and operate those tables."""
+    from pyspark.logger import PySparkLogger
+
+    # PySpark logs every failed query's context at ERROR on stderr; the CLI reports the error
+    # itself, in one line.
+    PySparkLogger.getLogger("SQLQueryContextLogger").disabled = True
+
+
 def _spark(config: LakehouseConfig) -> SparkSession:
     from tables.session import get_spark
 
@@ -95,7 +106,9 @@ def ingest(
     ] = None,
     trigger: Annotated[
         str | None,
-        typer.Option(help="Override the trigger: 'available-now' or an interval like '30 seconds'."),
+        typer.Option(
+            help="Override the trigger: 'available-now' or an interval like '30 seconds'."
+        ),
     ] = None,
     config: ConfigOption = None,
 ) -> None:
@@ -162,7 +175,9 @@ def status(
         "quarantined_rows": (
             spark.table(quarantine).count() if table_exists(spark, quarantine) else 0
         ),
-        "apps": {app_id: batch for app_id, batch in sorted(committed_batches(spark, table).items())},
+        "apps": {
+            app_id: batch for app_id, batch in sorted(committed_batches(spark, table).items())
+        },
         "last_commit": ledger[0].committed_at if ledger else None,
         "location": detail.location,
     }
@@ -178,7 +193,9 @@ def status(
 def history(
     table: Annotated[str, typer.Argument(help="Table name.")],
     app_id: Annotated[str | None, typer.Option(help="Only batches of this app id.")] = None,
-    limit: Annotated[int | None, typer.Option(min=1, help="Look at the last N commits only.")] = None,
+    limit: Annotated[
+        int | None, typer.Option(min=1, help="Look at the last N commits only.")
+    ] = None,
     format: FormatOption = OutputFormat.table,
     config: ConfigOption = None,
 ) -> None:
@@ -225,4 +242,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -192,7 +192,9 @@ def assert_batch_schema(actual: StructType, expected: StructType, table: str) ->
             )
     problems.extend(f"unexpected column {name}" for name in actual_fields)
     if problems:
-        raise SchemaMismatchError(f"batch for {table} does not match its schema: {'; '.join(problems)}")
+        raise SchemaMismatchError(
+            f"batch for {table} does not match its schema: {'; '.join(problems)}"
+        )
 
 
 def rewound_message(table: str, app_id: str, batch_id: int, committed: int | None) -> str:
@@ -246,9 +248,9 @@ def dedup_on_keys(valid: DataFrame, keys: tuple[str, ...], schema: StructType) -
     if not others or any(isinstance(f.dataType, MapType) for f in others):
         return valid.dropDuplicates(list(keys))
     picked = valid.groupBy(*keys).agg(F.min(F.struct(*[f.name for f in others])).alias("_lh_row"))
-    return picked.select(*[
-        F.col(k) if k in keys else F.col(f"_lh_row.{k}").alias(k) for k in schema.fieldNames()
-    ])
+    return picked.select(
+        *[F.col(k) if k in keys else F.col(f"_lh_row.{k}").alias(k) for k in schema.fieldNames()]
+    )
 
 
 def with_lineage(rows: DataFrame, app_id: str, batch_id: int, ingested_at: datetime) -> DataFrame:
@@ -290,7 +292,10 @@ def _skip_committed(
     note = f"already committed (log marker for {app_id} is {committed})"
     if entry is None:
         return BatchResult(
-            spec.name, app_id, batch_id, "skipped",
+            spec.name,
+            app_id,
+            batch_id,
+            "skipped",
             note=f"{note}; ledger entry no longer in history, content not verified",
         )
     incoming = batch_stats(classify(batch, schema, spec.keys), schema)
@@ -301,9 +306,14 @@ def _skip_committed(
             f"again with hash {incoming.content_hash}: the source changed under a committed batch"
         )
     return BatchResult(
-        spec.name, app_id, batch_id, "skipped",
-        rows_read=incoming.rows, version=entry.version,
-        content_hash=incoming.content_hash, note=note,
+        spec.name,
+        app_id,
+        batch_id,
+        "skipped",
+        rows_read=incoming.rows,
+        version=entry.version,
+        content_hash=incoming.content_hash,
+        note=note,
     )
 
 

@@ -7,6 +7,8 @@ resolved against the file's own directory.
 
 from __future__ import annotations
 
+import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -53,7 +55,9 @@ class LakehouseConfig:
     def table(self, name: str) -> TableSpec:
         """The spec of a declared table, or a ConfigError listing the declared ones."""
         if name not in self.tables:
-            raise ConfigError(f"table {name!r} is not declared in {self._where()}{self._list(self.tables)}")
+            raise ConfigError(
+                f"table {name!r} is not declared in {self._where()}{self._list(self.tables)}"
+            )
         return self.tables[name]
 
     def pipeline(self, name: str | None) -> PipelineSpec:
@@ -66,7 +70,9 @@ class LakehouseConfig:
                 )
             return next(iter(self.pipelines.values()))
         if name not in self.pipelines:
-            raise ConfigError(f"pipeline {name!r} is not declared in {self._where()}{self._list(self.pipelines)}")
+            raise ConfigError(
+                f"pipeline {name!r} is not declared in {self._where()}{self._list(self.pipelines)}"
+            )
         return self.pipelines[name]
 
     def _where(self) -> str:
@@ -82,7 +88,9 @@ def load_config(path: Path | None = None, *, required: bool = True) -> Lakehouse
     chosen = path or DEFAULT_CONFIG
     if not chosen.exists():
         if required or path is not None:
-            raise ConfigError(f"config file {chosen} not found (pass --config or create lakehouse.toml)")
+            raise ConfigError(
+                f"config file {chosen} not found (pass --config or create lakehouse.toml)"
+            )
         return parse_config({}, base=Path.cwd(), path=None)
     try:
         data = tomllib.loads(chosen.read_text(encoding="utf-8"))
@@ -99,7 +107,7 @@ def parse_config(data: Mapping[str, Any], *, base: Path, path: Path | None) -> L
     _check_keys(data, _TOP_KEYS, where)
     settings = _section(data, "lakehouse", where)
     _check_keys(settings, _SETTINGS_KEYS, f"{where} [lakehouse]")
-    home = _resolve(base, str(settings.get("home", ".lakehouse")))
+    home = Path(_resolve(base, str(settings.get("home") or _default_home())))
     replay_window = (
         parse_interval(str(settings["replay_window"]))
         if "replay_window" in settings
@@ -162,25 +170,30 @@ def _pipeline(
     if max_files is not None and not isinstance(max_files, int):
         raise ConfigError(f"{where}.source: max_files_per_trigger must be an integer")
     file_source = FileSource(
-        path=str(_resolve(base, _string(source["path"], f"{where}.source path"))),
+        path=_resolve(base, _string(source["path"], f"{where}.source path")),
         format=_string(source["format"], f"{where}.source format"),  # type: ignore[arg-type]
         options={str(k): str(v) for k, v in _mapping(source.get("options", {}), where).items()},
         max_files_per_trigger=max_files,
     )
     checkpoint = body.get("checkpoint")
     checkpoint_path = (
-        str(_resolve(base, _string(checkpoint, f"{where} checkpoint")))
+        _resolve(base, _string(checkpoint, f"{where} checkpoint"))
         if checkpoint
         else str(home / "checkpoints" / app_id)
     )
     return PipelineSpec(name, table, app_id, file_source, trigger, checkpoint_path)
 
 
-def _resolve(base: Path, value: str) -> Path:
-    if "://" in value:
-        return Path(value)
+def _default_home() -> str:
+    return os.environ.get("LAKEHOUSE_HOME") or ".lakehouse"
+
+
+def _resolve(base: Path, value: str) -> str:
+    """An absolute location: URIs (s3://, abfss://, dbfs:/) as given, paths against `base`."""
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:/", value):
+        return value
     candidate = Path(value).expanduser()
-    return candidate if candidate.is_absolute() else (base / candidate).resolve()
+    return str(candidate if candidate.is_absolute() else (base / candidate).resolve())
 
 
 def _check_keys(body: Mapping[str, Any], allowed: set[str], where: str) -> None:

@@ -8,14 +8,14 @@ import json
 from collections.abc import Mapping, Sequence
 from datetime import date, datetime
 from decimal import Decimal
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 
-class OutputFormat(str, Enum):
+class OutputFormat(StrEnum):
     """The formats `status`, `history` and `sql` can print."""
 
     table = "table"
@@ -53,8 +53,10 @@ def render(
         writer.writerow(names)
         for r in rows:
             writer.writerow(
-                [json.dumps(_plain(v)) if isinstance(v := r.get(n), Mapping | list) else v
-                 for n in names]
+                [
+                    json.dumps(_plain(v)) if isinstance(v := r.get(n), Mapping | list) else v
+                    for n in names
+                ]
             )
         return buffer.getvalue().rstrip("\n")
     table = Table(title=title, show_lines=False)

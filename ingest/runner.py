@@ -19,6 +19,7 @@ from quality.quarantine import ensure_quarantine_table
 from tables.catalog import ensure_table
 from tables.errors import CheckpointLostError, LakehouseError, TerminalError, first_line
 from tables.log import committed_batch
+from tables.session import jvm_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -55,7 +56,7 @@ class RunReport:
 
 def checkpoint_has_offsets(spark: SparkSession, checkpoint: str) -> bool:
     """True if the stream checkpoint has written at least one offsets entry (any file system)."""
-    jvm = spark._jvm
+    jvm = jvm_of(spark)
     path = jvm.org.apache.hadoop.fs.Path(f"{checkpoint.rstrip('/')}/offsets")
     fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
     if not fs.exists(path):
@@ -66,7 +67,7 @@ def checkpoint_has_offsets(spark: SparkSession, checkpoint: str) -> bool:
 def assert_checkpoint_matches_log(
     spark: SparkSession, spec: TableSpec, app_id: str, checkpoint: str
 ) -> None:
-    """Raise CheckpointLostError if the log holds batches for `app_id` but the checkpoint is empty."""
+    """Raise CheckpointLostError if the log holds batches of the app but its checkpoint is empty."""
     committed = committed_batch(spark, spec.name, app_id)
     if is_checkpoint_lost(checkpoint_has_offsets(spark, checkpoint), committed):
         raise CheckpointLostError(
@@ -114,7 +115,9 @@ def run_pipeline(
 
     stream = read_stream(spark, pipeline.source, spec.data_schema(spark))
     query = (
-        stream.writeStream.queryName(f"lakehouse_{pipeline.app_id}".replace("-", "_").replace(".", "_"))
+        stream.writeStream.queryName(
+            f"lakehouse_{pipeline.app_id}".replace("-", "_").replace(".", "_")
+        )
         .foreachBatch(handle)
         .option("checkpointLocation", pipeline.checkpoint)
         .trigger(**trigger_args)
@@ -133,6 +136,6 @@ def run_pipeline(
 
 
 def _path_exists(spark: SparkSession, location: str) -> bool:
-    jvm = spark._jvm
+    jvm = jvm_of(spark)
     path = jvm.org.apache.hadoop.fs.Path(location)
     return bool(path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).exists(path))

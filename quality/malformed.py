@@ -32,8 +32,10 @@ def rejection_reason(schema: StructType, keys: tuple[str, ...], columns: list[st
 
     def add(condition: Column, text: str) -> None:
         nonlocal reason
-        reason = F.when(condition, F.lit(text)) if reason is None else reason.when(
-            condition, F.lit(text)
+        reason = (
+            F.when(condition, F.lit(text))
+            if reason is None
+            else reason.when(condition, F.lit(text))
         )
 
     if CORRUPT_COLUMN in columns:
@@ -51,9 +53,7 @@ def classify(batch: DataFrame, schema: StructType, keys: tuple[str, ...]) -> Dat
     data_columns = [f.name for f in schema.fields]
     columns = batch.columns
     raw_json = F.to_json(F.struct(*[F.col(c) for c in data_columns]))
-    raw = (
-        F.coalesce(F.col(CORRUPT_COLUMN), raw_json) if CORRUPT_COLUMN in columns else raw_json
-    )
+    raw = F.coalesce(F.col(CORRUPT_COLUMN), raw_json) if CORRUPT_COLUMN in columns else raw_json
     source = F.col(SOURCE_FILE_COLUMN) if SOURCE_FILE_COLUMN in columns else F.lit(None)
     return batch.select(
         *[F.col(c) for c in columns],

@@ -15,7 +15,13 @@ from pyspark.sql import functions as F
 
 from tables.catalog import create_table
 from tables.faults import fault_point
-from tables.spec import APP_ID_COLUMN, BATCH_ID_COLUMN, INGESTED_AT_COLUMN, LINEAGE_DDL
+from tables.spec import (
+    APP_ID_COLUMN,
+    BATCH_ID_COLUMN,
+    INGESTED_AT_COLUMN,
+    LINEAGE_DDL,
+    parse_struct,
+)
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -34,12 +40,10 @@ QUARANTINE_DDL = (
 
 def ensure_quarantine_table(spark: SparkSession, spec: TableSpec) -> bool:
     """Create the spec's quarantine table if absent; True if this call created it."""
-    from pyspark.sql.types import StructType
-
     return create_table(
         spark,
         spec.quarantine_name,
-        StructType.fromDDL(QUARANTINE_DDL),
+        parse_struct(QUARANTINE_DDL),
         properties={"delta.enableChangeDataFeed": "true"},
     )
 

@@ -75,17 +75,29 @@ def create_table(
 
     validate_table_name(name)
     if table_exists(spark, name):
-        problems = schema_differences(schema, spark.table(name).schema)
-        if problems:
-            raise SchemaMismatchError(f"table {name} does not match its spec: {'; '.join(problems)}")
+        _assert_matches(spark, name, schema)
         return False
     builder = DeltaTable.createIfNotExists(spark).tableName(name).addColumns(schema)
     if partition_by:
         builder = builder.partitionedBy(*partition_by)
     for key, value in (properties or {}).items():
         builder = builder.property(key, value)
-    builder.execute()
+    try:
+        builder.execute()
+    except Exception:
+        # Another process or thread created it first (Delta reports the lost race for version 0
+        # as a concurrent protocol or metadata change): the table exists, check it instead.
+        if not table_exists(spark, name):
+            raise
+        _assert_matches(spark, name, schema)
+        return False
     return True
+
+
+def _assert_matches(spark: SparkSession, name: str, schema: StructType) -> None:
+    problems = schema_differences(schema, spark.table(name).schema)
+    if problems:
+        raise SchemaMismatchError(f"table {name} does not match its spec: {'; '.join(problems)}")
 
 
 def ensure_table(spark: SparkSession, spec: TableSpec) -> bool:

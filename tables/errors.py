@@ -70,7 +70,7 @@ class CommitOutcomeUnknownError(TransientError):
     """The commit call failed and re-reading the log could not tell whether it landed."""
 
 
-class InjectedFault(TransientError):
+class InjectedFaultError(TransientError):
     """Raised by a fault point switched on for a test; never raised in normal runs."""
 
 

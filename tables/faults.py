@@ -5,8 +5,8 @@ per point. The value is a comma-separated list of `point:action[@batch][%percent
 `after_commit:exit@2` (exit the process right after batch 2's Delta commit) or
 `after_commit:raise%10` (raise on about 10% of batches).
 
-Actions: `raise` an InjectedFault (a transient error), `exit` the process at once with status 137
-without running cleanup, or `kill` it with SIGKILL.
+Actions: `raise` an InjectedFaultError (a transient error), `exit` the process at once with
+status 137 without running cleanup, or `kill` it with SIGKILL.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import signal
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from tables.errors import ConfigError, InjectedFault
+from tables.errors import ConfigError, InjectedFaultError
 
 FaultPoint = Literal[
     "before_write",
@@ -85,7 +85,7 @@ def fault_point(point: FaultPoint, batch_id: int) -> None:
 
 def _fire(rule: FaultRule, batch_id: int) -> None:
     if rule.action == "raise":
-        raise InjectedFault(f"fault injected at {rule.point} for batch {batch_id}")
+        raise InjectedFaultError(f"fault injected at {rule.point} for batch {batch_id}")
     if rule.action == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
     os._exit(137)

@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pyspark.sql import SparkSession
 
 from tables.catalog import require_table
+from tables.session import jvm_of
 
 LEDGER_FORMAT = 1
 CommitKind = Literal["batch", "replay", "replace", "reset"]
@@ -121,8 +122,8 @@ def ledger_entry_from_history(row: Mapping[str, Any]) -> LedgerEntry | None:
     meta = CommitMetadata.from_json(row.get("userMetadata"))
     if meta is None:
         return None
-    metrics = dict(row.get("operationMetrics") or {})
-    inserted = int(metrics.get("numTargetRowsInserted", metrics.get("numOutputRows", 0)))
+    metrics: dict[str, str] = dict(row.get("operationMetrics") or {})
+    inserted = int(metrics.get("numTargetRowsInserted", metrics.get("numOutputRows", "0")))
     return LedgerEntry(
         version=int(row["version"]),
         committed_at=row["timestamp"],
@@ -141,16 +142,16 @@ def read_ledger(
     from delta.tables import DeltaTable
 
     require_table(spark, table)
-    history = DeltaTable.forName(spark, table).history(limit) if limit else (
-        DeltaTable.forName(spark, table).history()
+    history = (
+        DeltaTable.forName(spark, table).history(limit)
+        if limit
+        else (DeltaTable.forName(spark, table).history())
     )
     rows = history.select(
         "version", "timestamp", "operation", "userMetadata", "operationMetrics"
     ).collect()
     entries = [ledger_entry_from_history(r.asDict()) for r in rows]
-    return [
-        e for e in entries if e is not None and (app_id is None or e.meta.app_id == app_id)
-    ]
+    return [e for e in entries if e is not None and (app_id is None or e.meta.app_id == app_id)]
 
 
 def find_ledger_entry(
@@ -165,7 +166,7 @@ def find_ledger_entry(
 
 
 def _snapshot(spark: SparkSession, table: str) -> Any:
-    jvm = spark._jvm
+    jvm = jvm_of(spark)
     jspark = spark._jsparkSession
     identifier = jspark.sessionState().sqlParser().parseTableIdentifier(table)
     delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(jspark, identifier)

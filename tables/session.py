@@ -15,6 +15,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import SparkSession
 
@@ -31,6 +32,16 @@ EMBEDDED_DEFAULTS: Mapping[str, str] = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
 }
+
+
+def jvm_of(spark: SparkSession) -> Any:
+    """The py4j JVM view of a classic session; Spark Connect sessions have none."""
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is None:
+        raise SessionError(
+            "this operation needs a classic Spark session with a JVM (py4j), not Spark Connect"
+        )
+    return jvm
 
 
 def is_cluster_environment(environ: Mapping[str, str] | None = None) -> bool:
@@ -68,7 +79,9 @@ def get_spark(
 
 
 def _resolve_home(home: Path | str | None) -> Path:
-    chosen = Path(home) if home is not None else Path(os.environ.get("LAKEHOUSE_HOME", DEFAULT_HOME))
+    chosen = (
+        Path(home) if home is not None else Path(os.environ.get("LAKEHOUSE_HOME", DEFAULT_HOME))
+    )
     return chosen.expanduser().resolve()
 
 
@@ -85,7 +98,9 @@ def _build_embedded(home: Path, app_name: str, extra_conf: Mapping[str, str]) ->
         SparkSession.builder.appName(app_name)
         .master(os.environ.get("LAKEHOUSE_SPARK_MASTER", "local[*]"))
         .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
-        .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+        .config(
+            "spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+        )
         .config("spark.sql.warehouse.dir", str(home / "warehouse"))
         .config(
             "javax.jdo.option.ConnectionURL",

@@ -50,6 +50,16 @@ def parse_interval(text: str) -> timedelta:
     return timedelta(seconds=amount * _UNIT_SECONDS[unit])
 
 
+def parse_struct(ddl: str) -> StructType:
+    """Parse a Spark DDL column list (`a STRING NOT NULL, b INT`) into a StructType."""
+    from pyspark.sql.types import StructType
+
+    schema = StructType.fromDDL(ddl)
+    if not isinstance(schema, StructType):
+        raise ConfigError(f"schema {ddl!r} is a single type, not a list of columns")
+    return schema
+
+
 def validate_txn_retention(properties: Mapping[str, str], replay_window: timedelta) -> None:
     """Refuse a transaction-marker retention shorter than the replay window.
 
@@ -102,14 +112,13 @@ class TableSpec:
 
     def data_schema(self, spark: SparkSession) -> StructType:
         """Parse the user schema with Spark's DDL parser and check keys and partitions exist."""
-        from pyspark.sql.types import StructType
-
         try:
-            schema = StructType.fromDDL(self.schema_ddl)
+            schema = parse_struct(self.schema_ddl)
+        except ConfigError:
+            raise
         except Exception as exc:
             raise ConfigError(
-                f"table {self.name}: cannot parse schema {self.schema_ddl!r}: "
-                f"{first_line(exc)}"
+                f"table {self.name}: cannot parse schema {self.schema_ddl!r}: {first_line(exc)}"
             ) from exc
         names = [f.name for f in schema.fields]
         for column in names:
@@ -125,5 +134,5 @@ class TableSpec:
         """The full target schema: lineage columns first, then the user columns."""
         from pyspark.sql.types import StructType
 
-        lineage = StructType.fromDDL(LINEAGE_DDL)
+        lineage = parse_struct(LINEAGE_DDL)
         return StructType([*lineage.fields, *self.data_schema(spark).fields])

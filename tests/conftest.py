@@ -1,0 +1,56 @@
+"""Shared fixtures: one real Spark session with Delta for the whole run, and fresh tables."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from tables.catalog import ensure_table
+from tables.spec import TableSpec
+
+EVENT_DDL = "event_id STRING NOT NULL, user_id STRING, amount DOUBLE"
+_names = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def lakehouse_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The warehouse, metastore and checkpoint root of the test session."""
+    return tmp_path_factory.mktemp("lakehouse-home")
+
+
+@pytest.fixture(scope="session")
+def spark(lakehouse_home: Path) -> Iterator[SparkSession]:
+    """One local[2] Spark session with Delta and a Derby metastore, UI off, few partitions."""
+    from tables.session import get_spark
+
+    os.environ.setdefault("LAKEHOUSE_SPARK_MASTER", "local[2]")
+    session = get_spark(
+        lakehouse_home,
+        app_name="lakehouse-tests",
+        extra_conf={
+            "spark.sql.shuffle.partitions": "2",
+            "spark.databricks.delta.snapshotPartitions": "2",
+            "spark.default.parallelism": "2",
+        },
+    )
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def make_table(spark: SparkSession) -> Callable[..., TableSpec]:
+    """Create a fresh, uniquely named target table from a spec and return the spec."""
+
+    def make(
+        schema: str = EVENT_DDL, keys: tuple[str, ...] = ("event_id",), **kwargs: object
+    ) -> TableSpec:
+        spec = TableSpec(name=f"t_{next(_names)}", schema_ddl=schema, keys=keys, **kwargs)  # type: ignore[arg-type]
+        ensure_table(spark, spec)
+        return spec
+
+    return make

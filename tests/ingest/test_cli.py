@@ -1,0 +1,141 @@
+"""The `lakehouse` CLI in-process with typer's CliRunner, on the test session."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+from typer.testing import CliRunner
+
+from ingest.cli import app
+
+runner = CliRunner()
+
+CONFIG = """
+[lakehouse]
+home = "state"
+
+[tables.cli_events]
+schema = "event_id STRING NOT NULL, user_id STRING, amount DOUBLE"
+keys = ["event_id"]
+
+[pipelines.cli_landing]
+table = "cli_events"
+[pipelines.cli_landing.source]
+format = "json"
+path = "landing"
+"""
+
+
+@pytest.fixture(scope="module")
+def project(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A config and a landing directory with a file, ingested once through the CLI."""
+    root = tmp_path_factory.mktemp("cli")
+    (root / "lakehouse.toml").write_text(CONFIG)
+    (root / "landing").mkdir()
+    lines = [
+        json.dumps({"event_id": f"e{i}", "user_id": "u", "amount": float(i)}) for i in range(5)
+    ]
+    (root / "landing" / "a.json").write_text("\n".join(lines + lines[:2]) + "\n")
+    result = runner.invoke(app, ["ingest", "--config", str(root / "lakehouse.toml")])
+    assert result.exit_code == 0, result.output
+    assert "1 batches (1 committed, 0 skipped, 0 empty), 5 rows inserted" in result.stdout
+    assert "duplicates in batch 2" in result.stderr
+    return root
+
+
+def test_help_lists_the_commands() -> None:
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    for command in ("ingest", "status", "history", "sql"):
+        assert command in result.output
+
+
+def test_ingest_help_comes_from_the_docstring() -> None:
+    result = runner.invoke(app, ["ingest", "--help"])
+    assert result.exit_code == 0
+    assert "exactly once" in result.output
+
+
+def test_ingest_again_is_a_no_op(project: Path) -> None:
+    result = runner.invoke(
+        app, ["ingest", "cli_landing", "--config", str(project / "lakehouse.toml")]
+    )
+    assert result.exit_code == 0, result.output
+    assert "0 batches" in result.stdout
+
+
+def test_status_as_json(project: Path) -> None:
+    result = runner.invoke(app, ["status", "cli_events", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    [row] = json.loads(result.stdout)
+    assert (row["rows"], row["apps"], row["quarantined_rows"]) == (5, {"cli_landing": 0}, 0)
+
+
+def test_history_as_csv(project: Path) -> None:
+    result = runner.invoke(app, ["history", "cli_events", "--format", "csv"])
+    assert result.exit_code == 0, result.output
+    [row] = list(csv.DictReader(io.StringIO(result.stdout)))
+    assert (
+        row["app_id"],
+        row["batch_id"],
+        row["rows_inserted"],
+        row["rows_duplicate_in_batch"],
+    ) == ("cli_landing", "0", "5", "2")
+    assert row["source"] == "json: a.json"
+
+
+def test_sql_by_name_as_table_and_json(project: Path) -> None:
+    query = "SELECT count(*) AS n FROM cli_events"
+    as_json = runner.invoke(app, ["sql", query, "--format", "json"])
+    as_table = runner.invoke(app, ["sql", query])
+    assert as_json.exit_code == 0, as_json.output
+    assert json.loads(as_json.stdout) == [{"n": 5}]
+    assert as_table.exit_code == 0
+    assert "┃ n" in as_table.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["status", "no_such_table"], "error: table 'no_such_table' not found in the catalog"),
+        (["history", "no_such_table"], "not found in the catalog"),
+        (["status", "x`; DROP TABLE y --"], "error: invalid table name"),
+        (["history", "cli_events", "--app-id", "a b"], "error: invalid app id"),
+        (["sql", "SELEC 1"], "error: SQL failed:"),
+        (["sql", "SELECT * FROM no_such_table"], "error: SQL failed:"),
+        (["ingest", "--config", "/nonexistent/lakehouse.toml"], "error: config file"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_1(
+    spark: SparkSession, args: list[str], message: str
+) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 1, result.output
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.output
+
+
+def test_bad_config_names_the_key(tmp_path: Path) -> None:
+    path = tmp_path / "lakehouse.toml"
+    path.write_text("[tables.e]\nschema = 'a STRING'\nkeys = ['a']\nkey = 'typo'\n")
+    result = runner.invoke(app, ["ingest", "--config", str(path)])
+    assert result.exit_code == 1
+    assert "unknown key(s) ['key']" in result.stderr
+
+
+def test_unknown_pipeline(project: Path) -> None:
+    result = runner.invoke(app, ["ingest", "nope", "--config", str(project / "lakehouse.toml")])
+    assert result.exit_code == 1
+    assert "pipeline 'nope' is not declared" in result.stderr
+    assert "(declared: cli_landing)" in result.stderr
+
+
+def test_bad_format_is_a_usage_error() -> None:
+    result = runner.invoke(app, ["status", "cli_events", "--format", "xml"])
+    assert result.exit_code == 2

@@ -1,0 +1,298 @@
+"""The exactly-once batch commit against real Spark and Delta tables."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import pytest
+from chispa import assert_df_equality
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from ingest.commit import commit_batch
+from tables.errors import BatchContentMismatchError, CheckpointLostError, SchemaMismatchError
+from tables.log import (
+    committed_batch,
+    committed_batches,
+    find_ledger_entry,
+    read_ledger,
+    table_version,
+)
+from tables.spec import TableSpec
+
+MakeTable = Callable[..., TableSpec]
+SCHEMA = "event_id string, user_id string, amount double"
+
+
+def events(spark: SparkSession, rows: list[tuple[str | None, str, float]]) -> DataFrame:
+    return spark.createDataFrame(rows, SCHEMA)
+
+
+def data(spark: SparkSession, table: str) -> DataFrame:
+    return spark.table(table).select("event_id", "user_id", "amount")
+
+
+def test_same_batch_twice_lands_once_and_second_is_skipped(
+    spark: SparkSession, make_table: MakeTable
+) -> None:
+    spec = make_table()
+    batch = events(spark, [("e1", "u1", 1.0), ("e2", "u2", 2.0)])
+
+    first = commit_batch(spark, spec, "app", 0, batch)
+    version = table_version(spark, spec.name)
+    second = commit_batch(spark, spec, "app", 0, batch)
+
+    assert (first.status, first.rows_inserted, first.version) == ("committed", 2, version)
+    assert second.status == "skipped"
+    assert second.version == version
+    assert table_version(spark, spec.name) == version
+    assert_df_equality(data(spark, spec.name), batch, ignore_row_order=True, ignore_nullable=True)
+    assert committed_batch(spark, spec.name, "app") == 0
+
+
+def test_duplicate_keys_inside_a_batch_land_once_deterministically(
+    spark: SparkSession, make_table: MakeTable
+) -> None:
+    spec = make_table()
+    batch = events(
+        spark, [("e1", "u1", 1.0), ("e1", "u1", 1.0), ("e1", "u9", 9.0), ("e2", "u2", 2.0)]
+    )
+
+    result = commit_batch(spark, spec, "app", 0, batch.repartition(3))
+
+    assert (result.rows_read, result.rows_inserted, result.rows_duplicate_in_batch) == (4, 2, 2)
+    expected = events(spark, [("e1", "u1", 1.0), ("e2", "u2", 2.0)])
+    assert_df_equality(
+        data(spark, spec.name), expected, ignore_row_order=True, ignore_nullable=True
+    )
+
+
+def test_empty_batch_makes_no_commit(spark: SparkSession, make_table: MakeTable) -> None:
+    spec = make_table()
+    version = table_version(spark, spec.name)
+
+    result = commit_batch(spark, spec, "app", 0, events(spark, []))
+
+    assert result.status == "empty"
+    assert table_version(spark, spec.name) == version
+    assert committed_batch(spark, spec.name, "app") is None
+
+
+def test_committed_batch_with_different_content_is_rejected(
+    spark: SparkSession, make_table: MakeTable
+) -> None:
+    spec = make_table()
+    commit_batch(spark, spec, "app", 0, events(spark, [("e1", "u1", 1.0)]))
+
+    with pytest.raises(BatchContentMismatchError, match="arrived again with hash") as info:
+        commit_batch(spark, spec, "app", 0, events(spark, [("e1", "u1", 1.5)]))
+
+    assert "\n" not in str(info.value)
+    assert data(spark, spec.name).collect()[0]["amount"] == 1.0
+
+
+def test_two_app_ids_write_into_one_table(spark: SparkSession, make_table: MakeTable) -> None:
+    spec = make_table()
+    commit_batch(spark, spec, "app-a", 0, events(spark, [("e1", "u1", 1.0)]))
+    commit_batch(spark, spec, "app-b", 0, events(spark, [("e1", "u1", 1.0), ("e2", "u2", 2.0)]))
+    commit_batch(spark, spec, "app-a", 1, events(spark, [("e3", "u3", 3.0)]))
+
+    assert committed_batches(spark, spec.name) == {"app-a": 1, "app-b": 0}
+    per_app = {
+        r["_lh_app_id"]: r["n"]
+        for r in spark.table(spec.name).groupBy("_lh_app_id").agg(F.count("*").alias("n")).collect()
+    }
+    assert per_app == {"app-a": 2, "app-b": 2}
+
+
+def test_rewound_stream_is_stopped_with_both_numbers(
+    spark: SparkSession, make_table: MakeTable
+) -> None:
+    spec = make_table()
+    for batch_id in range(3):
+        commit_batch(spark, spec, "app", batch_id, events(spark, [(f"e{batch_id}", "u", 1.0)]))
+
+    with pytest.raises(CheckpointLostError, match=r"at batch 1 but table .* already holds batch 2"):
+        commit_batch(spark, spec, "app", 1, events(spark, [("e1", "u", 1.0)]), fail_on_rewind=True)
+
+    replay = commit_batch(spark, spec, "app", 1, events(spark, [("e1", "u", 1.0)]))
+    assert replay.status == "skipped"
+
+
+def test_ledger_records_source_counts_and_hash(spark: SparkSession, make_table: MakeTable) -> None:
+    spec = make_table()
+    result = commit_batch(
+        spark,
+        spec,
+        "app",
+        5,
+        events(spark, [("e1", "u1", 1.0), ("e1", "u1", 1.0)]),
+        source={"kind": "test", "note": "two rows"},
+    )
+
+    entry = find_ledger_entry(spark, spec.name, "app", 5)
+    assert entry is not None
+    assert entry.version == result.version
+    assert entry.meta.source == {"kind": "test", "note": "two rows"}
+    assert (entry.meta.rows_read, entry.rows_inserted, entry.rows_duplicate_in_batch) == (2, 1, 1)
+    assert entry.meta.content_hash == result.content_hash
+    assert [e.meta.batch_id for e in read_ledger(spark, spec.name)] == [5]
+
+
+def test_content_hash_ignores_row_order_and_partitioning(
+    spark: SparkSession, make_table: MakeTable
+) -> None:
+    spec = make_table()
+    rows = [(f"e{i}", f"u{i % 3}", float(i)) for i in range(50)]
+    commit_batch(spark, spec, "app", 0, events(spark, rows).repartition(4))
+
+    again = commit_batch(spark, spec, "app", 0, events(spark, list(reversed(rows))).coalesce(1))
+
+    assert again.status == "skipped"
+
+
+def test_unknown_commit_outcome_is_resolved_from_the_log(
+    spark: SparkSession, make_table: MakeTable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = make_table()
+    monkeypatch.setenv("LAKEHOUSE_FAULT", "after_commit:raise")
+
+    result = commit_batch(spark, spec, "app", 0, events(spark, [("e1", "u1", 1.0)]))
+
+    assert result.status == "committed"
+    assert result.attempts == 1
+    assert "confirmed from the log" in result.note
+    assert data(spark, spec.name).count() == 1
+
+
+def test_failure_before_write_is_retried(
+    spark: SparkSession, make_table: MakeTable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = make_table()
+    calls = {"n": 0}
+    import ingest.commit as commit_module
+
+    real = commit_module.fault_point
+
+    def flaky(point: str, batch_id: int) -> None:
+        if point == "before_write":
+            calls["n"] += 1
+            if calls["n"] == 1:
+                monkeypatch.setenv("LAKEHOUSE_FAULT", "before_write:raise")
+            else:
+                monkeypatch.delenv("LAKEHOUSE_FAULT")
+        real(point, batch_id)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(commit_module, "fault_point", flaky)
+    result = commit_batch(spark, spec, "app", 0, events(spark, [("e1", "u1", 1.0)]))
+
+    assert (result.status, result.attempts) == ("committed", 2)
+    assert data(spark, spec.name).count() == 1
+
+
+def test_non_deterministic_source_lands_each_record_once(
+    spark: SparkSession, make_table: MakeTable
+) -> None:
+    spec = make_table()
+    batch = spark.range(200).select(
+        F.concat(F.lit("e"), (F.col("id") % 100).cast("string")).alias("event_id"),
+        F.concat(F.lit("u"), (F.rand() * 1000).cast("int").cast("string")).alias("user_id"),
+        F.rand().alias("amount"),
+    )
+
+    result = commit_batch(spark, spec, "app", 0, batch)
+
+    table = spark.table(spec.name)
+    assert result.rows_inserted == 100
+    assert table.count() == 100
+    assert table.select("event_id").distinct().count() == 100
+
+
+def test_batch_with_other_schema_is_refused(spark: SparkSession, make_table: MakeTable) -> None:
+    spec = make_table()
+    wrong = spark.createDataFrame([("e1", 1, "x")], "event_id string, user_id int, extra string")
+
+    with pytest.raises(
+        SchemaMismatchError, match=r"user_id is int.*missing column amount.*unexpected column extra"
+    ):
+        commit_batch(spark, spec, "app", 0, wrong)
+
+
+def test_rejected_rows_go_to_quarantine_and_a_replay_adds_none(
+    spark: SparkSession, make_table: MakeTable
+) -> None:
+    spec = make_table()
+    batch = events(spark, [("e1", "u1", 1.0), (None, "u2", 2.0)])
+
+    first = commit_batch(spark, spec, "app", 0, batch)
+    commit_batch(spark, spec, "app", 0, batch)
+
+    assert (first.rows_inserted, first.rows_quarantined) == (1, 1)
+    quarantine = spark.table(spec.quarantine_name).collect()
+    assert [(r["_lh_batch_id"], r["_lh_reason"]) for r in quarantine] == [
+        (0, "missing record key: event_id is null")
+    ]
+
+
+def test_all_rejected_batch_still_records_the_batch(
+    spark: SparkSession, make_table: MakeTable
+) -> None:
+    spec = make_table()
+
+    result = commit_batch(spark, spec, "app", 0, events(spark, [(None, "u", 1.0)]))
+
+    assert (result.status, result.rows_inserted, result.rows_quarantined) == ("committed", 0, 1)
+    assert committed_batch(spark, spec.name, "app") == 0
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "3"])
+def test_bad_batch_ids_are_value_errors(
+    spark: SparkSession, make_table: MakeTable, bad: object
+) -> None:
+    spec = make_table()
+    with pytest.raises(ValueError, match="batch_id"):
+        commit_batch(spark, spec, "app", bad, events(spark, []))  # type: ignore[arg-type]
+
+
+def test_concurrent_commits_from_one_session_keep_markers_apart(
+    spark: SparkSession, make_table: MakeTable
+) -> None:
+    """Two writers share one SparkSession and commit at the same moment (delta-io/delta#3934).
+
+    The txn confs are session-wide; if they leaked between the two commits, a marker would carry
+    the other writer's batch id (the id ranges are disjoint: 0.. and 100..) or app id.
+    """
+    spec = make_table()
+    batches = 6
+    barrier = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def writer(app_id: str, first_batch: int) -> None:
+        try:
+            for i in range(batches):
+                rows = [(f"{app_id}-{i}-{j}", app_id, float(i)) for j in range(5)]
+                batch = events(spark, rows)
+                barrier.wait()
+                result = commit_batch(spark, spec, app_id, first_batch + i, batch)
+                assert result.status == "committed", result
+        except BaseException as exc:
+            errors.append(exc)
+            barrier.abort()
+
+    threads = [
+        threading.Thread(target=writer, args=("a", 0)),
+        threading.Thread(target=writer, args=("b", 100)),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert not errors, errors
+    assert committed_batches(spark, spec.name) == {"a": batches - 1, "b": 100 + batches - 1}
+    for entry in read_ledger(spark, spec.name):
+        rows = spark.table(spec.name).where(F.col("_lh_batch_id") == entry.meta.batch_id)
+        assert {r["_lh_app_id"] for r in rows.collect()} == {entry.meta.app_id}
+    assert spark.table(spec.name).count() == 2 * batches * 5
+    assert spark.conf.get("spark.databricks.delta.write.txnAppId", None) is None

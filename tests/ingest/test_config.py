@@ -1,0 +1,120 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ingest.config import load_config, parse_config
+from ingest.triggers import is_available_now, parse_trigger
+from tables.errors import ConfigError
+
+GOOD = """
+[lakehouse]
+home = "state"
+replay_window = "3 days"
+
+[tables.events]
+schema = "event_id STRING NOT NULL, amount DOUBLE"
+keys = ["event_id"]
+
+[pipelines.landing]
+table = "events"
+trigger = "30 seconds"
+[pipelines.landing.source]
+format = "json"
+path = "landing"
+max_files_per_trigger = 5
+"""
+
+
+def test_load_good_config(tmp_path: Path) -> None:
+    path = tmp_path / "lakehouse.toml"
+    path.write_text(GOOD)
+    config = load_config(path)
+    assert config.home == tmp_path / "state"
+    pipeline = config.pipeline(None)
+    assert pipeline.app_id == "landing"
+    assert pipeline.source.path == str(tmp_path / "landing")
+    assert pipeline.checkpoint == str(tmp_path / "state" / "checkpoints" / "landing")
+    assert config.table("events").replay_window.days == 3
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[tables.events]\nschema='a STRING'\n", "missing required key 'keys'"),
+        ("[tables.events]\nschema='a STRING'\nkeys=['a']\ncolour='red'\n", "unknown key"),
+        ("[tablez]\n", "unknown key"),
+        ("[tables.events\n", "invalid TOML"),
+        ("[tables.'x; drop']\nschema='a STRING'\nkeys=['a']\n", "invalid table name"),
+        (
+            "[tables.e]\nschema='a STRING'\nkeys=['a']\n[pipelines.p]\ntable='nope'\n"
+            "source={format='json', path='x'}\n",
+            "not declared",
+        ),
+        (
+            "[tables.e]\nschema='a STRING'\nkeys=['a']\n[pipelines.p]\ntable='e'\n"
+            "trigger='sometimes'\nsource={format='json', path='x'}\n",
+            "invalid trigger",
+        ),
+        (
+            "[tables.e]\nschema='a STRING'\nkeys=['a']\n[pipelines.p]\ntable='e'\n"
+            "source={format='xml', path='x'}\n",
+            "unsupported file format",
+        ),
+    ],
+)
+def test_bad_configs_fail_with_one_line(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "lakehouse.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message) as info:
+        load_config(path)
+    assert "\n" not in str(info.value)
+
+
+def test_missing_config(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "absent.toml")
+
+
+def test_pipeline_lookup_errors_name_the_declared_ones() -> None:
+    config = parse_config({}, base=Path("/tmp"), path=None)
+    with pytest.raises(ConfigError, match="none declared"):
+        config.pipeline("x")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("available-now", {"availableNow": True}),
+        ("30 seconds", {"processingTime": "30 seconds"}),
+        ("every 5 minutes", {"processingTime": "5 minutes"}),
+    ],
+)
+def test_triggers(text: str, expected: dict[str, object]) -> None:
+    assert parse_trigger(text) == expected
+
+
+def test_trigger_errors() -> None:
+    assert is_available_now("available-now")
+    with pytest.raises(ConfigError):
+        parse_trigger("0 seconds")
+
+
+def test_uri_locations_are_kept_as_given(tmp_path: Path) -> None:
+    path = tmp_path / "lakehouse.toml"
+    path.write_text(
+        GOOD.replace('path = "landing"', 'path = "s3://bucket/landing"').replace(
+            'trigger = "30 seconds"', 'trigger = "30 seconds"\ncheckpoint = "dbfs:/chk/landing"'
+        )
+    )
+    pipeline = load_config(path).pipeline("landing")
+    assert pipeline.source.path == "s3://bucket/landing"
+    assert pipeline.checkpoint == "dbfs:/chk/landing"
+
+
+def test_home_defaults_to_lakehouse_home_env(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LAKEHOUSE_HOME", str(tmp_path / "elsewhere"))
+    assert parse_config({}, base=tmp_path, path=None).home == tmp_path / "elsewhere"

@@ -1,0 +1,137 @@
+"""Separate `lakehouse` processes: a crash after the Delta commit, a restart, a query by name.
+
+Each step is a new Python and JVM process sharing only the lakehouse home on disk, as scheduled
+jobs and operators do.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+CONFIG = """
+[lakehouse]
+home = ".lakehouse"
+
+[tables.events]
+schema = "event_id STRING NOT NULL, amount DOUBLE"
+keys = ["event_id"]
+
+[pipelines.events]
+table = "events"
+app_id = "events-landing"
+[pipelines.events.source]
+format = "json"
+path = "landing"
+max_files_per_trigger = 1
+"""
+
+
+def lakehouse(cwd: Path, *args: str, fault: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("LAKEHOUSE_FAULT", "PYSPARK_GATEWAY_PORT")
+    }
+    env["LAKEHOUSE_SPARK_MASTER"] = "local[2]"
+    if fault:
+        env["LAKEHOUSE_FAULT"] = fault
+    return subprocess.run(
+        [sys.executable, "-m", "ingest.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_crash_after_commit_then_restart_loses_and_duplicates_nothing(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "lakehouse.toml").write_text(CONFIG)
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    expected = set()
+    for n in range(3):
+        ids = [f"e{n}-{i}" for i in range(20)]
+        expected.update(ids)
+        (landing / f"{n}.json").write_text(
+            "\n".join(json.dumps({"event_id": i, "amount": 1.0}) for i in ids + ids[:3]) + "\n"
+        )
+        os.utime(landing / f"{n}.json", (1_700_000_000 + n, 1_700_000_000 + n))
+
+    crashed = lakehouse(tmp_path, "ingest", fault="after_commit:kill@1")
+    assert crashed.returncode in (137, -9), crashed.stderr
+    assert "batch 0: committed" in crashed.stderr
+
+    restarted = lakehouse(tmp_path, "ingest")
+    assert restarted.returncode == 0, restarted.stderr
+    assert "batch 1: skipped" in restarted.stderr
+    assert "2 batches (1 committed, 1 skipped, 0 empty)" in restarted.stdout
+
+    queried = lakehouse(
+        tmp_path,
+        "sql",
+        "--format",
+        "json",
+        "SELECT event_id, count(*) AS copies FROM events GROUP BY event_id",
+    )
+    assert queried.returncode == 0, queried.stderr
+    copies = {r["event_id"]: r["copies"] for r in json.loads(queried.stdout)}
+    assert set(copies) == expected
+    assert set(copies.values()) == {1}
+
+
+def test_missing_java_is_one_clear_line(tmp_path: Path) -> None:
+    env = {"PATH": str(tmp_path), "HOME": os.environ.get("HOME", "/root")}
+    result = subprocess.run(
+        [sys.executable, "-m", "ingest.cli", "sql", "SELECT 1"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        "error: Java not found: install a JDK 17 and put `java` on PATH or set JAVA_HOME"
+    )
+
+
+def test_unreachable_jar_repository_is_one_clear_line(tmp_path: Path) -> None:
+    settings = tmp_path / "ivysettings.xml"
+    settings.write_text(
+        '<ivysettings><settings defaultResolver="none"/><resolvers>'
+        f'<filesystem name="none"><artifact pattern="{tmp_path}/no-repo/[artifact].[ext]"/>'
+        "</filesystem></resolvers></ivysettings>"
+    )
+    conf = {"spark.jars.ivySettings": str(settings), "spark.jars.ivy": str(tmp_path / "ivy")}
+    script = (
+        "from tables.session import get_spark\n"
+        "from tables.errors import SessionError\n"
+        "try:\n"
+        f"    get_spark({str(tmp_path / 'home')!r}, extra_conf={conf!r})\n"
+        "except SessionError as exc:\n"
+        "    print(exc)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYSPARK_GATEWAY_PORT"}
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.stdout.startswith(
+        "could not start Spark with Delta: the Delta JARs could not be resolved"
+    )
+    assert len(result.stdout.strip().splitlines()) == 1
