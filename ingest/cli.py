@@ -159,12 +159,11 @@ def status(
     """Show a table's state: version, size, files, rows, and each app's last committed batch."""
     from tables.catalog import table_detail, table_exists
     from tables.identifiers import validate_table_name
-    from tables.log import committed_batches, read_ledger, table_version
+    from tables.log import committed_batches, table_version
 
     validate_table_name(table)
     spark = _spark(load_config(config, required=False))
     detail = table_detail(spark, table)
-    ledger = read_ledger(spark, table, limit=1)
     quarantine = f"{table}_quarantine"
     row: dict[str, Any] = {
         "table": table,
@@ -178,7 +177,7 @@ def status(
         "apps": {
             app_id: batch for app_id, batch in sorted(committed_batches(spark, table).items())
         },
-        "last_commit": ledger[0].committed_at if ledger else None,
+        "last_commit": detail.last_modified,
         "location": detail.location,
     }
     if format is OutputFormat.table:

@@ -158,7 +158,7 @@ def find_ledger_entry(
     spark: SparkSession, table: str, app_id: str, batch_id: int
 ) -> LedgerEntry | None:
     """Find the commit of (app id, batch id), searching recent history first."""
-    for limit in (16, 256, None):
+    for limit in (4, 64, None):
         for entry in read_ledger(spark, table, app_id=app_id, limit=limit):
             if entry.meta.batch_id == batch_id and entry.meta.kind == "batch":
                 return entry
