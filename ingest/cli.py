@@ -7,29 +7,18 @@ get the full traceback instead.
 
 from __future__ import annotations
 
-import functools
-import os
-from collections.abc import Callable
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 
-from ingest.config import LakehouseConfig, load_config
+from ingest import cli_admin
+from ingest.cli_common import ConfigOption, FormatOption, emit, err, handle_errors, spark_for
+from ingest.config import load_config
 from ingest.output import OutputFormat, render
-from tables.errors import LakehouseError, QueryError, first_line
+from tables.errors import QueryError, first_line
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
     from ingest.commit import BatchResult
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-EXIT_TERMINAL = 1
-EXIT_TRANSIENT = 75
 
 app = typer.Typer(
     help="Land streams in Delta Lake tables exactly once, and operate those tables.",
@@ -37,44 +26,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-err = Console(stderr=True, highlight=False)
-
-ConfigOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--config", "-c", help="Config file (default: ./lakehouse.toml).", show_default=False
-    ),
-]
-FormatOption = Annotated[
-    OutputFormat, typer.Option("--format", "-f", help="Output format: table, json or csv.")
-]
-
-
-def handle_errors(func: Callable[P, R]) -> Callable[P, R]:
-    """Turn project errors into one line on stderr and an exit code that says their kind."""
-
-    @functools.wraps(func)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return func(*args, **kwargs)
-        except (typer.Exit, typer.Abort):
-            raise
-        except LakehouseError as exc:
-            if os.environ.get("LAKEHOUSE_DEBUG"):
-                raise
-            err.print(f"error: {exc}", markup=False, soft_wrap=True)
-            raise typer.Exit(EXIT_TRANSIENT if exc.kind == "transient" else EXIT_TERMINAL) from exc
-        except Exception as exc:
-            if os.environ.get("LAKEHOUSE_DEBUG"):
-                raise
-            err.print(
-                f"error: {type(exc).__name__}: {first_line(exc)} (LAKEHOUSE_DEBUG=1 for details)",
-                markup=False,
-                soft_wrap=True,
-            )
-            raise typer.Exit(EXIT_TERMINAL) from exc
-
-    return wrapper
 
 
 @app.callback()
@@ -85,17 +36,6 @@ def _main() -> None:
     # PySpark logs every failed query's context at ERROR on stderr; the CLI reports the error
     # itself, in one line.
     PySparkLogger.getLogger("SQLQueryContextLogger").disabled = True
-
-
-def _spark(config: LakehouseConfig) -> SparkSession:
-    from tables.session import get_spark
-
-    with err.status("starting Spark…"):
-        return get_spark(config.home)
-
-
-def _emit(text: str) -> None:
-    typer.echo(text)
 
 
 @app.command()
@@ -123,7 +63,7 @@ def ingest(
     cfg = load_config(config)
     spec_pipeline = cfg.pipeline(pipeline)
     spec = cfg.table(spec_pipeline.table)
-    spark = _spark(cfg)
+    spark = spark_for(cfg)
 
     def show(result: BatchResult) -> None:
         err.print(
@@ -141,7 +81,7 @@ def ingest(
 
     with err.status(f"ingesting {spec_pipeline.name} into {spec.name}…"):
         report = run_pipeline(spark, spec_pipeline, spec, trigger=trigger, on_batch=show)
-    _emit(
+    emit(
         f"{report.pipeline}: {len(report.results)} batches "
         f"({report.count('committed')} committed, {report.count('skipped')} skipped, "
         f"{report.count('empty')} empty), {report.rows_inserted} rows inserted, "
@@ -162,7 +102,7 @@ def status(
     from tables.log import committed_batches, table_version
 
     validate_table_name(table)
-    spark = _spark(load_config(config, required=False))
+    spark = spark_for(load_config(config, required=False))
     detail = table_detail(spark, table)
     quarantine = f"{table}_quarantine"
     row: dict[str, Any] = {
@@ -182,9 +122,9 @@ def status(
     }
     if format is OutputFormat.table:
         pairs = [{"field": k, "value": v} for k, v in row.items()]
-        _emit(render(pairs, format, title=f"status of {table}"))
+        emit(render(pairs, format, title=f"status of {table}"))
     else:
-        _emit(render([row], format))
+        emit(render([row], format))
 
 
 @app.command()
@@ -209,9 +149,9 @@ def history(
     validate_table_name(table)
     if app_id is not None:
         validate_app_id(app_id)
-    spark = _spark(load_config(config, required=False))
+    spark = spark_for(load_config(config, required=False))
     rows = [e.as_row() for e in read_ledger(spark, table, app_id=app_id, limit=limit)]
-    _emit(render(rows, format, title=f"ledger of {table}") if rows else "no batches committed")
+    emit(render(rows, format, title=f"ledger of {table}") if rows else "no batches committed")
 
 
 @app.command()
@@ -223,7 +163,7 @@ def sql(
     config: ConfigOption = None,
 ) -> None:
     """Run a SQL statement against the lakehouse catalog and print its result."""
-    spark = _spark(load_config(config, required=False))
+    spark = spark_for(load_config(config, required=False))
     try:
         frame = spark.sql(query)
         names = frame.columns
@@ -232,7 +172,17 @@ def sql(
         if type(exc).__module__.startswith("pyspark"):
             raise QueryError(f"SQL failed: {first_line(exc)}") from exc
         raise
-    _emit(render(rows, format, columns=names) if names else "OK")
+    emit(render(rows, format, columns=names) if names else "OK")
+
+
+for command in (
+    cli_admin.replay,
+    cli_admin.vacuum,
+    cli_admin.optimize,
+    cli_admin.apps,
+    cli_admin.reset_app,
+):
+    app.command(name=command.__name__.replace("_", "-"))(command)
 
 
 def main() -> None:

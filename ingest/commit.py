@@ -348,26 +348,45 @@ def _merge_with_retries(
 def _merge(
     spark: SparkSession, table: str, source: DataFrame, condition: str, meta: CommitMetadata
 ) -> bool:
-    """Run the MERGE in a session clone carrying this commit's markers; False if Delta skipped.
+    """Run the batch's insert-only MERGE with its txn markers; False if Delta skipped it."""
+    confs = {
+        TXN_APP_ID_CONF: meta.app_id,
+        TXN_VERSION_CONF: str(meta.batch_id),
+        USER_METADATA_CONF: meta.to_json(),
+    }
+    return run_merge(spark, table, source, condition, confs) is not None
+
+
+def run_merge(
+    spark: SparkSession,
+    table: str,
+    source: DataFrame,
+    condition: str,
+    confs: Mapping[str, str],
+    *,
+    replace_scope: str | None = None,
+) -> dict[str, int] | None:
+    """MERGE `source` into `table` in a session clone carrying `confs`; None if Delta skipped.
 
     The txn and userMetadata confs are session-wide (delta-io/delta#3934); a clone per commit
     keeps two commits running at once from one session from reading each other's markers.
+    Without `replace_scope` the MERGE only inserts rows not matched; with it, matched rows are
+    updated and rows within the scope that the source lacks are deleted, in the same commit.
     """
     from delta.tables import DeltaTable
 
     clone = SparkSession(spark.sparkContext, spark._jsparkSession.cloneSession())
-    clone.conf.set(TXN_APP_ID_CONF, meta.app_id)
-    clone.conf.set(TXN_VERSION_CONF, str(meta.batch_id))
-    clone.conf.set(USER_METADATA_CONF, meta.to_json())
-    metrics = (
+    for key, value in confs.items():
+        clone.conf.set(key, value)
+    builder = (
         DeltaTable.forName(clone, table)
         .alias(TARGET_ALIAS)
         .merge(source.alias(SOURCE_ALIAS), condition)
-        .whenNotMatchedInsertAll()
-        .execute()
-        .collect()
     )
-    return bool(metrics)
+    if replace_scope is not None:
+        builder = builder.whenMatchedUpdateAll().whenNotMatchedBySourceDelete(replace_scope)
+    rows = builder.whenNotMatchedInsertAll().execute().collect()
+    return {k: int(v) for k, v in rows[0].asDict().items()} if rows else None
 
 
 def _landed(

@@ -39,9 +39,10 @@ def is_checkpoint_lost(checkpoint_has_offsets: bool, committed: int | None) -> b
     """True when the log holds batches for an app whose stream checkpoint is empty.
 
     A fresh checkpoint restarts batch ids at 0; if the table already holds batches for the same
-    app id, those ids would collide with committed ones.
+    app id, those ids would collide with committed ones. A marker of -1 (an explicit reset to
+    "nothing committed") lets a fresh checkpoint start.
     """
-    return committed is not None and not checkpoint_has_offsets
+    return committed is not None and committed >= 0 and not checkpoint_has_offsets
 
 
 def is_content_conflict(incoming_hash: str, committed_hash: str | None) -> bool:
@@ -64,6 +65,15 @@ def commit_landed(committed: int | None, batch_id: int) -> bool:
     return committed is not None and committed >= batch_id
 
 
+def batch_scope(app_id: str, batch_id: int) -> str:
+    """The target-side condition selecting one batch's rows by their lineage columns."""
+    target = quote_identifier(TARGET_ALIAS)
+    return (
+        f"{target}.{quote_identifier(APP_ID_COLUMN)} = {sql_string_literal(app_id)} AND "
+        f"{target}.{quote_identifier(BATCH_ID_COLUMN)} = {int(batch_id)}"
+    )
+
+
 def merge_condition(keys: tuple[str, ...], app_id: str, batch_id: int) -> str:
     """The MERGE ON clause: literal app id and batch id, then a null-safe match on each key.
 
@@ -72,9 +82,7 @@ def merge_condition(keys: tuple[str, ...], app_id: str, batch_id: int) -> str:
     """
     target = quote_identifier(TARGET_ALIAS)
     source = quote_identifier(SOURCE_ALIAS)
-    parts = [
-        f"{target}.{quote_identifier(APP_ID_COLUMN)} = {sql_string_literal(app_id)}",
-        f"{target}.{quote_identifier(BATCH_ID_COLUMN)} = {int(batch_id)}",
-        *(f"{target}.{quote_identifier(k)} <=> {source}.{quote_identifier(k)}" for k in keys),
-    ]
-    return " AND ".join(parts)
+    key_matches = (
+        f"{target}.{quote_identifier(k)} <=> {source}.{quote_identifier(k)}" for k in keys
+    )
+    return " AND ".join([batch_scope(app_id, batch_id), *key_matches])

@@ -57,16 +57,32 @@ class FileSource:
 
 def read_stream(spark: SparkSession, source: FileSource, schema: StructType) -> DataFrame:
     """Open the landing directory as a stream of rows with the table schema."""
-    reader = spark.readStream.format(source.format)
-    read_schema = schema
-    options = {**DEFAULT_OPTIONS[source.format], **source.options}
-    if source.has_corrupt_column:
-        read_schema = StructType([*schema.fields, StructField(CORRUPT_COLUMN, StringType())])
-        options.update({"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN})
+    read_schema, options = _reader_settings(source, schema)
     if source.max_files_per_trigger:
         options["maxFilesPerTrigger"] = str(source.max_files_per_trigger)
-    stream = reader.schema(read_schema).options(**options).load(source.path)
+    stream = spark.readStream.format(source.format).schema(read_schema).options(**options)
+    return _with_reader_columns(stream.load(source.path), source, schema)
+
+
+def read_files(
+    spark: SparkSession, source: FileSource, schema: StructType, files: list[str]
+) -> DataFrame:
+    """Read given files of the source as one batch, exactly as the stream reads them."""
+    read_schema, options = _reader_settings(source, schema)
+    frame = spark.read.format(source.format).schema(read_schema).options(**options).load(files)
+    return _with_reader_columns(frame, source, schema)
+
+
+def _reader_settings(source: FileSource, schema: StructType) -> tuple[StructType, dict[str, str]]:
+    options = {**DEFAULT_OPTIONS[source.format], **source.options}
+    if not source.has_corrupt_column:
+        return schema, options
+    options.update({"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN})
+    return StructType([*schema.fields, StructField(CORRUPT_COLUMN, StringType())]), options
+
+
+def _with_reader_columns(frame: DataFrame, source: FileSource, schema: StructType) -> DataFrame:
     extra = [F.col(CORRUPT_COLUMN)] if source.has_corrupt_column else []
-    return stream.select(
+    return frame.select(
         *schema.fieldNames(), *extra, F.col("_metadata.file_path").alias(SOURCE_FILE_COLUMN)
     )

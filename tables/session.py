@@ -31,6 +31,8 @@ EMBEDDED_DEFAULTS: Mapping[str, str] = {
     "spark.sql.session.timeZone": "UTC",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
+    # File listings (VACUUM's among them) default to 10,000 tasks: minutes on a laptop.
+    "spark.sql.sources.parallelPartitionDiscovery.parallelism": "8",
 }
 
 

@@ -36,6 +36,7 @@ def spark(lakehouse_home: Path) -> Iterator[SparkSession]:
             "spark.sql.shuffle.partitions": "2",
             "spark.databricks.delta.snapshotPartitions": "2",
             "spark.default.parallelism": "2",
+            "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
         },
     )
     yield session

@@ -38,6 +38,7 @@ def test_checkpoint_lost_only_when_log_has_batches() -> None:
     assert is_checkpoint_lost(checkpoint_has_offsets=False, committed=3)
     assert not is_checkpoint_lost(checkpoint_has_offsets=True, committed=3)
     assert not is_checkpoint_lost(checkpoint_has_offsets=False, committed=None)
+    assert not is_checkpoint_lost(checkpoint_has_offsets=False, committed=-1)
 
 
 def test_content_conflict() -> None:

@@ -1,0 +1,230 @@
+"""Operator commands: replay, vacuum, optimize, apps, reset-app.
+
+Each validates its names before Spark starts, asks before anything that deletes rows or files
+beyond the safe defaults (`--yes` answers for scripts), and reports what it did.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+from ingest.cli_common import ConfigOption, FormatOption, emit, err, handle_errors, spark_for
+from ingest.config import load_config
+from ingest.output import OutputFormat, render
+from tables.identifiers import validate_app_id, validate_column_name, validate_table_name
+
+if TYPE_CHECKING:
+    from ingest.replay import ReplayMode, ReplayResult
+    from tables.maintenance import VacuumReport
+
+TableArgument = Annotated[str, typer.Argument(help="Table name.")]
+YesOption = Annotated[bool, typer.Option("--yes", "-y", help="Answer yes to the confirmation.")]
+
+
+@handle_errors
+def replay(
+    table: TableArgument,
+    app_id: Annotated[str, typer.Option("--app-id", help="App id whose batches to replay.")],
+    from_batch: Annotated[int, typer.Option("--from-batch", min=0, help="First batch id.")],
+    to_batch: Annotated[
+        int | None, typer.Option("--to-batch", min=0, help="Last batch id (default: the last).")
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Report only; write nothing.")] = False,
+    replace: Annotated[
+        bool, typer.Option("--replace", help="Rewrite each batch's rows from its source.")
+    ] = False,
+    yes: YesOption = False,
+    format: FormatOption = OutputFormat.table,
+    config: ConfigOption = None,
+) -> None:
+    """Re-apply committed batches from the source files their ledger entries name.
+
+    Rows missing from a batch (deleted by mistake, say) come back; rows still present are not
+    duplicated. With --replace, each batch's rows are rewritten from its source in one atomic
+    commit: rows the source no longer has are removed. If any batch's files are gone, nothing is
+    written and the error names the batches and files.
+    """
+    from ingest.replay import assert_sources_present, plan_replay, replay_batch
+
+    validate_table_name(table)
+    validate_app_id(app_id)
+    cfg = load_config(config)
+    spec = cfg.table(table)
+    source = next(
+        (p.source for p in cfg.pipelines.values() if p.table == table and p.app_id == app_id),
+        None,
+    )
+    spark = spark_for(cfg)
+    plans = plan_replay(spark, spec, app_id, from_batch, to_batch, source)
+    assert_sources_present(spark, plans)
+    if replace and not dry_run and not yes:
+        typer.confirm(
+            f"Rewrite the rows of {len(plans)} batch(es) of {app_id} in {table} from their "
+            "source files (rows the sources no longer have are removed)?",
+            abort=True,
+            err=True,
+        )
+    results: list[ReplayResult] = []
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+    with Progress(*columns, console=err, transient=True) as progress:
+        task = progress.add_task("replaying batches", total=len(plans))
+        mode: ReplayMode = "replace" if replace else "replay"
+        for plan in plans:
+            results.append(replay_batch(spark, spec, plan, mode=mode, dry_run=dry_run))
+            progress.advance(task)
+    rows = [
+        {
+            "batch_id": r.batch_id,
+            "rows_in_source": r.rows_source,
+            "rows_restored": r.rows_restored,
+            "rows_already_present": r.rows_already_present,
+            "rows_deleted": r.rows_deleted,
+            "rows_rejected": r.rows_rejected,
+            "version": r.version,
+        }
+        for r in results
+    ]
+    title = f"{'dry run: ' if dry_run else ''}{'replace' if replace else 'replay'} of {app_id}"
+    emit(render(rows, format, title=title))
+
+
+@handle_errors
+def vacuum(
+    table: TableArgument,
+    retain_hours: Annotated[
+        int | None,
+        typer.Option(
+            min=0, help="Keep files removed within this many hours (default: the table's)."
+        ),
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List the files only.")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Allow a retention below the table's.")
+    ] = False,
+    yes: YesOption = False,
+    config: ConfigOption = None,
+) -> None:
+    """Delete files the table's log no longer references, older than the retention.
+
+    Refuses a retention shorter than the replay window, and one below the table's deleted-file
+    retention (7 days by default) unless --force is given and confirmed. Lists the files and
+    bytes it removes; --dry-run lists them and removes nothing.
+    """
+    from tables.maintenance import vacuum as run_vacuum
+
+    validate_table_name(table)
+    cfg = load_config(config, required=False)
+    window = cfg.tables[table].replay_window if table in cfg.tables else cfg.replay_window
+    spark = spark_for(cfg)
+
+    def confirm(report: VacuumReport) -> None:
+        if force and not dry_run and not yes and report.files:
+            typer.confirm(
+                f"Delete {len(report.files)} path(s), {report.size_bytes} bytes, from {table} "
+                f"with a forced retention of {report.retain_hours:g} h?",
+                abort=True,
+                err=True,
+            )
+
+    report = run_vacuum(
+        spark,
+        table,
+        retain_hours=retain_hours,
+        replay_window=window,
+        dry_run=dry_run,
+        force=force,
+        before_delete=confirm,
+    )
+    verb = "would remove" if report.dry_run else "removed"
+    for name in report.files if report.dry_run else ():
+        emit(name)
+    emit(
+        f"{table}: {verb} {len(report.files)} path(s), {report.size_bytes} bytes "
+        f"(retention {report.retain_hours:g} h)"
+    )
+
+
+@handle_errors
+def optimize(
+    table: TableArgument,
+    zorder_by: Annotated[
+        list[str] | None,
+        typer.Option("--zorder-by", help="Z-order by this column (repeatable)."),
+    ] = None,
+    config: ConfigOption = None,
+) -> None:
+    """Compact the small files micro-batches leave behind; report file counts before and after.
+
+    Rows, markers and the ledger are untouched: OPTIMIZE rewrites files, not data.
+    """
+    from tables.maintenance import optimize as run_optimize
+
+    validate_table_name(table)
+    columns = [validate_column_name(c) for c in zorder_by or []]
+    spark = spark_for(load_config(config, required=False))
+    with err.status(f"optimizing {table}…"):
+        report = run_optimize(spark, table, columns)
+    emit(
+        f"{table}: {report.files_before} files before, {report.files_after} after "
+        f"({report.metrics.get('numFilesRemoved', 0)} removed, "
+        f"{report.metrics.get('numFilesAdded', 0)} added)"
+    )
+
+
+@handle_errors
+def apps(
+    table: TableArgument,
+    format: FormatOption = OutputFormat.table,
+    config: ConfigOption = None,
+) -> None:
+    """List the app ids that commit into a table, with the last batch each has committed."""
+    from ingest.apps import list_apps
+
+    validate_table_name(table)
+    spark = spark_for(load_config(config, required=False))
+    rows = [a.as_row() for a in list_apps(spark, table)]
+    emit(render(rows, format, title=f"apps of {table}") if rows else "no app has committed")
+
+
+@handle_errors
+def reset_app(
+    table: TableArgument,
+    app_id: Annotated[str, typer.Option("--app-id", help="App id whose marker to move.")],
+    to_batch: Annotated[
+        int, typer.Option("--to-batch", help="New last committed batch (-1: none).")
+    ],
+    force: Annotated[
+        bool, typer.Option("--force", help="Allow moving the marker forward (skips batches).")
+    ] = False,
+    yes: YesOption = False,
+    config: ConfigOption = None,
+) -> None:
+    """Move an app's committed-batch marker, recorded in the log as a `reset` commit.
+
+    For example after a lost checkpoint: `--to-batch -1` lets a fresh checkpoint start at batch
+    0 again. Moving back re-admits batches (their rows may land again if read again); moving
+    forward skips batches and needs --force.
+    """
+    from ingest.apps import reset_app as run_reset
+    from ingest.apps import validate_reset
+    from tables.log import committed_batch
+
+    validate_table_name(table)
+    validate_app_id(app_id)
+    spark = spark_for(load_config(config, required=False))
+    current = committed_batch(spark, table, app_id)
+    direction = validate_reset(current, to_batch, force=force)
+    if direction == "same":
+        emit(f"{table}: marker of {app_id} is already {to_batch}; nothing to do")
+        return
+    if not yes:
+        typer.confirm(
+            f"Move the marker of {app_id} in {table} from {current} to {to_batch} ({direction})?",
+            abort=True,
+            err=True,
+        )
+    version = run_reset(spark, table, app_id, to_batch)
+    emit(f"{table}: marker of {app_id} moved from {current} to {to_batch} (version {version})")

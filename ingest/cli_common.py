@@ -1,0 +1,77 @@
+"""What every `lakehouse` command shares: the error contract, common options, output, Spark."""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar
+
+import typer
+from rich.console import Console
+
+from ingest.config import LakehouseConfig
+from ingest.output import OutputFormat
+from tables.errors import LakehouseError, first_line
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+EXIT_TERMINAL = 1
+EXIT_TRANSIENT = 75
+
+err = Console(stderr=True, highlight=False)
+
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--config", "-c", help="Config file (default: ./lakehouse.toml).", show_default=False
+    ),
+]
+FormatOption = Annotated[
+    OutputFormat, typer.Option("--format", "-f", help="Output format: table, json or csv.")
+]
+
+
+def handle_errors(func: Callable[P, R]) -> Callable[P, R]:
+    """Turn project errors into one line on stderr and an exit code that says their kind."""
+
+    @functools.wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return func(*args, **kwargs)
+        except (typer.Exit, typer.Abort):
+            raise
+        except LakehouseError as exc:
+            if os.environ.get("LAKEHOUSE_DEBUG"):
+                raise
+            err.print(f"error: {exc}", markup=False, soft_wrap=True)
+            raise typer.Exit(EXIT_TRANSIENT if exc.kind == "transient" else EXIT_TERMINAL) from exc
+        except Exception as exc:
+            if os.environ.get("LAKEHOUSE_DEBUG"):
+                raise
+            err.print(
+                f"error: {type(exc).__name__}: {first_line(exc)} (LAKEHOUSE_DEBUG=1 for details)",
+                markup=False,
+                soft_wrap=True,
+            )
+            raise typer.Exit(EXIT_TERMINAL) from exc
+
+    return wrapper
+
+
+def spark_for(config: LakehouseConfig) -> SparkSession:
+    """Start (or find) the Spark session for the config's lakehouse home, with a spinner."""
+    from tables.session import get_spark
+
+    with err.status("starting Spark…"):
+        return get_spark(config.home)
+
+
+def emit(text: str) -> None:
+    """Print a command's result on stdout."""
+    typer.echo(text)
