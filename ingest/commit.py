@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pyspark import StorageLevel
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import MapType
+from pyspark.sql.types import MapType, StructType
 
 from ingest.decisions import (
     SOURCE_ALIAS,
@@ -42,7 +42,7 @@ from ingest.decisions import (
 )
 from quality.malformed import CORRUPT_COLUMN, SOURCE_FILE_COLUMN, classify
 from quality.quarantine import REASON_COLUMN, ensure_quarantine_table, write_quarantine
-from tables.catalog import require_table
+from tables.catalog import require_table, schema_differences
 from tables.errors import (
     BatchContentMismatchError,
     CheckpointLostError,
@@ -60,7 +60,6 @@ from tables.spec import APP_ID_COLUMN, BATCH_ID_COLUMN, INGESTED_AT_COLUMN, Tabl
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
-    from pyspark.sql.types import StructType
 
 BatchStatus = Literal["committed", "skipped", "empty"]
 
@@ -179,18 +178,10 @@ def commit_batch(
 
 def assert_batch_schema(actual: StructType, expected: StructType, table: str) -> None:
     """Raise SchemaMismatchError unless the batch has exactly the spec's columns and types."""
-    actual_fields = {f.name: f.dataType for f in actual.fields if f.name not in READER_COLUMNS}
-    problems = []
-    for column in expected.fields:
-        found = actual_fields.pop(column.name, None)
-        if found is None:
-            problems.append(f"missing column {column.name}")
-        elif found != column.dataType:
-            problems.append(
-                f"{column.name} is {found.simpleString()}, "
-                f"table expects {column.dataType.simpleString()}"
-            )
-    problems.extend(f"unexpected column {name}" for name in actual_fields)
+    data = [f for f in actual.fields if f.name not in READER_COLUMNS]
+    problems = schema_differences(expected, StructType(data))
+    known = {f.name.lower() for f in expected.fields}
+    problems.extend(f"unexpected column {f.name}" for f in data if f.name.lower() not in known)
     if problems:
         raise SchemaMismatchError(
             f"batch for {table} does not match its schema: {'; '.join(problems)}"

@@ -106,43 +106,17 @@ def project(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Pa
     return root
 
 
+def replay(project: Path, *args: str) -> list[str]:
+    """`lakehouse replay admin_events` arguments for the app of the test project."""
+    config = str(project / "lakehouse.toml")
+    return ["replay", "admin_events", "--app-id", "admin_landing", *args, "-c", config]
+
+
 def test_replay_through_the_cli(spark: SparkSession, project: Path) -> None:
     spark.sql("DELETE FROM admin_events WHERE event_id = 'e1-2'")
-    config = str(project / "lakehouse.toml")
 
-    dry = runner.invoke(
-        app,
-        [
-            "replay",
-            "admin_events",
-            "--app-id",
-            "admin_landing",
-            "--from-batch",
-            "0",
-            "--dry-run",
-            "-f",
-            "json",
-            "-c",
-            config,
-        ],
-    )
-    done = runner.invoke(
-        app,
-        [
-            "replay",
-            "admin_events",
-            "--app-id",
-            "admin_landing",
-            "--from-batch",
-            "1",
-            "--to-batch",
-            "1",
-            "-f",
-            "json",
-            "-c",
-            config,
-        ],
-    )
+    dry = runner.invoke(app, replay(project, "--from-batch", "0", "--dry-run", "-f", "json"))
+    done = runner.invoke(app, replay(project, "--from-batch", "1", "--to-batch", "1", "-f", "json"))
 
     assert dry.exit_code == 0, dry.output
     assert [r["rows_restored"] for r in json.loads(dry.stdout)] == [0, 1, 0]
@@ -153,18 +127,7 @@ def test_replay_through_the_cli(spark: SparkSession, project: Path) -> None:
 
 
 def test_replace_asks_first(project: Path) -> None:
-    args = [
-        "replay",
-        "admin_events",
-        "--app-id",
-        "admin_landing",
-        "--from-batch",
-        "0",
-        "--replace",
-        "-c",
-        str(project / "lakehouse.toml"),
-    ]
-    refused = runner.invoke(app, args, input="n\n")
+    refused = runner.invoke(app, replay(project, "--from-batch", "0", "--replace"), input="n\n")
     assert refused.exit_code == 1
     assert "Aborted" in refused.output
 
@@ -173,19 +136,7 @@ def test_replay_with_missing_files_names_them(project: Path, tmp_path: Path) -> 
     moved = tmp_path / "2.json"
     (project / "landing" / "2.json").rename(moved)
     try:
-        result = runner.invoke(
-            app,
-            [
-                "replay",
-                "admin_events",
-                "--app-id",
-                "admin_landing",
-                "--from-batch",
-                "0",
-                "-c",
-                str(project / "lakehouse.toml"),
-            ],
-        )
+        result = runner.invoke(app, replay(project, "--from-batch", "0"))
     finally:
         moved.rename(project / "landing" / "2.json")
     assert result.exit_code == 1
