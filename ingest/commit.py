@@ -33,11 +33,12 @@ from pyspark.sql.types import MapType, StructType
 from ingest.decisions import (
     SOURCE_ALIAS,
     TARGET_ALIAS,
+    TimeWindow,
     backoff_seconds,
     commit_landed,
     decide_batch,
+    dedup_condition,
     is_content_conflict,
-    merge_condition,
     should_retry,
 )
 from quality.malformed import CORRUPT_COLUMN, SOURCE_FILE_COLUMN, classify
@@ -108,6 +109,7 @@ class BatchStats:
     rows_rejected: int
     content_hash: str
     files: tuple[str, ...]
+    newest_time: str | None = None
 
 
 def commit_batch(
@@ -147,7 +149,7 @@ def commit_batch(
     cached = batch.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         classified = classify(cached, schema, spec.keys)
-        stats = batch_stats(classified, schema)
+        stats = batch_stats(classified, schema, spec.dedup_column)
         if stats.rows == 0:
             return BatchResult(spec.name, app_id, batch_id, "empty", note="empty batch, no commit")
         ingested_at = datetime.now(UTC)
@@ -171,7 +173,10 @@ def commit_batch(
             batch_id,
             ingested_at,
         )
-        return _merge_with_retries(spark, spec, meta, merge_source, max_attempts)
+        condition = dedup_condition(
+            spec.dedup, spec.keys, app_id, batch_id, time_window(spec, schema, stats)
+        )
+        return _merge_with_retries(spark, spec, meta, merge_source, condition, max_attempts)
     finally:
         cached.unpersist()
 
@@ -197,11 +202,14 @@ def rewound_message(table: str, app_id: str, batch_id: int, committed: int | Non
     )
 
 
-def batch_stats(classified: DataFrame, schema: StructType) -> BatchStats:
-    """Count rows and rejected rows, hash the content and list source files, in one job.
+def batch_stats(
+    classified: DataFrame, schema: StructType, time_column: str | None = None
+) -> BatchStats:
+    """Count rows and rejected rows, hash the content, list source files, in one job.
 
     The hash is order-independent (a sum of per-row xxhash64 values with the row count), so the
-    same rows give the same hash whatever the partitioning of a re-read.
+    same rows give the same hash whatever the partitioning of a re-read. With `time_column`, the
+    valid rows' newest value of that column comes along, as text in the session time zone.
     """
     columns = [c for c in classified.columns if c in (*schema.fieldNames(), CORRUPT_COLUMN)]
     types = {f.name: f.dataType for f in schema.fields}
@@ -213,6 +221,10 @@ def batch_stats(classified: DataFrame, schema: StructType) -> BatchStats:
     ]
     if SOURCE_FILE_COLUMN in classified.columns:
         aggregates.append(F.collect_set(SOURCE_FILE_COLUMN).alias("files"))
+    if time_column is not None:
+        pattern = "yyyy-MM-dd" if _is_date(schema, time_column) else "yyyy-MM-dd HH:mm:ss.SSSSSS"
+        valid_time = F.when(F.col(REASON_COLUMN).isNull(), F.col(time_column))
+        aggregates.append(F.date_format(F.max(valid_time), pattern).alias("newest"))
     row = classified.agg(*aggregates).collect()[0].asDict()
     rows = int(row["rows"])
     digest = hashlib.sha256(f"{rows}:{row['hash_sum']}".encode()).hexdigest()[:32]
@@ -221,7 +233,26 @@ def batch_stats(classified: DataFrame, schema: StructType) -> BatchStats:
         rows_rejected=int(row["rejected"] or 0),
         content_hash=digest,
         files=tuple(sorted(row.get("files") or ())),
+        newest_time=row.get("newest"),
     )
+
+
+def time_window(spec: TableSpec, schema: StructType, stats: BatchStats) -> TimeWindow | None:
+    """The MERGE window of a `window`-scoped spec, ending at the batch's newest time, if any."""
+    if spec.dedup != "window" or stats.newest_time is None:
+        return None
+    if spec.dedup_column is None or spec.dedup_window is None:
+        return None
+    return TimeWindow(
+        column=spec.dedup_column,
+        is_date=_is_date(schema, spec.dedup_column),
+        newest=stats.newest_time,
+        seconds=int(spec.dedup_window.total_seconds()),
+    )
+
+
+def _is_date(schema: StructType, column: str) -> bool:
+    return schema[column].dataType.typeName() == "date"
 
 
 def files_source(files: tuple[str, ...]) -> dict[str, Any]:
@@ -313,9 +344,9 @@ def _merge_with_retries(
     spec: TableSpec,
     meta: CommitMetadata,
     merge_source: DataFrame,
+    condition: str,
     max_attempts: int,
 ) -> BatchResult:
-    condition = merge_condition(spec.keys, meta.app_id, meta.batch_id)
     for attempt in count(1):
         try:
             fault_point("before_write", meta.batch_id)
@@ -361,8 +392,9 @@ def run_merge(
 
     The txn and userMetadata confs are session-wide (delta-io/delta#3934); a clone per commit
     keeps two commits running at once from one session from reading each other's markers.
-    Without `replace_scope` the MERGE only inserts rows not matched; with it, matched rows are
-    updated and rows within the scope that the source lacks are deleted, in the same commit.
+    Without `replace_scope` the MERGE only inserts rows not matched; with it, matched rows within
+    the scope are updated and rows within the scope that the source lacks are deleted, in the
+    same commit.
     """
     from delta.tables import DeltaTable
 
@@ -375,7 +407,9 @@ def run_merge(
         .merge(source.alias(SOURCE_ALIAS), condition)
     )
     if replace_scope is not None:
-        builder = builder.whenMatchedUpdateAll().whenNotMatchedBySourceDelete(replace_scope)
+        builder = builder.whenMatchedUpdateAll(replace_scope).whenNotMatchedBySourceDelete(
+            replace_scope
+        )
     rows = builder.whenNotMatchedInsertAll().execute().collect()
     return {k: int(v) for k, v in rows[0].asDict().items()} if rows else None
 

@@ -25,7 +25,15 @@ from tables.spec import DEFAULT_REPLAY_WINDOW, TableSpec, parse_interval
 DEFAULT_CONFIG = Path("lakehouse.toml")
 _TOP_KEYS = {"lakehouse", "tables", "pipelines"}
 _SETTINGS_KEYS = {"home", "replay_window"}
-_TABLE_KEYS = {"schema", "keys", "partition_by", "properties"}
+_TABLE_KEYS = {
+    "schema",
+    "keys",
+    "partition_by",
+    "properties",
+    "dedup",
+    "dedup_column",
+    "dedup_window",
+}
 _PIPELINE_KEYS = {"table", "app_id", "trigger", "checkpoint", "source"}
 _SOURCE_KEYS = {"kind", "format", "path", "options", "max_files_per_trigger"}
 
@@ -137,6 +145,17 @@ def _table(name: str, body: Any, replay_window: timedelta, where: str) -> TableS
         partition_by=_strings(body.get("partition_by", []), f"{where} partition_by"),
         properties={str(k): str(v) for k, v in _mapping(body.get("properties", {}), where).items()},
         replay_window=replay_window,
+        dedup=_string(body.get("dedup", "batch"), f"{where} dedup"),  # type: ignore[arg-type]
+        dedup_column=(
+            _string(body["dedup_column"], f"{where} dedup_column")
+            if "dedup_column" in body
+            else None
+        ),
+        dedup_window=(
+            parse_interval(_string(body["dedup_window"], f"{where} dedup_window"))
+            if "dedup_window" in body
+            else None
+        ),
     )
 
 

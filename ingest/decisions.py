@@ -7,11 +7,12 @@ decision. See docs/DESIGN.md for the protocol these encode.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 from tables.errors import ErrorKind
 from tables.identifiers import quote_identifier, sql_string_literal
-from tables.spec import APP_ID_COLUMN, BATCH_ID_COLUMN
+from tables.spec import APP_ID_COLUMN, BATCH_ID_COLUMN, DedupScope
 
 BatchAction = Literal["commit", "skip", "rewound"]
 
@@ -86,3 +87,55 @@ def merge_condition(keys: tuple[str, ...], app_id: str, batch_id: int) -> str:
         f"{target}.{quote_identifier(k)} <=> {source}.{quote_identifier(k)}" for k in keys
     )
     return " AND ".join([batch_scope(app_id, batch_id), *key_matches])
+
+
+@dataclass(frozen=True)
+class TimeWindow:
+    """The window of a `window`-scoped MERGE: a fixed span that ends at the batch's newest time.
+
+    Anchoring at the newest time bounds the rows read however old a straggler in the batch is;
+    a resend older than the window is not matched (the post-commit audit is what catches it).
+    `newest` is text in the session time zone, so the SQL literal means the same instant.
+    """
+
+    column: str
+    is_date: bool
+    newest: str
+    seconds: int
+
+
+def window_bounds(window: TimeWindow) -> tuple[str, str]:
+    """SQL literals of the lower and upper bound; constant, so file skipping can use them."""
+    newest = sql_string_literal(window.newest)
+    if window.is_date:
+        days = -(-window.seconds // 86400)
+        return f"date_sub(DATE {newest}, {days})", f"DATE {newest}"
+    return f"TIMESTAMP {newest} - INTERVAL {window.seconds} SECONDS", f"TIMESTAMP {newest}"
+
+
+def dedup_condition(
+    scope: DedupScope,
+    keys: tuple[str, ...],
+    app_id: str,
+    batch_id: int,
+    window: TimeWindow | None,
+) -> str:
+    """The MERGE ON clause for a table's dedup scope.
+
+    - `batch`: the batch's own rows only (`merge_condition`): retries and replays are no-ops;
+    - `table`: any row with the same record key: a resend in a later batch lands once, at the
+      cost of reading every file whose key statistics may hold the batch's keys;
+    - `window`: rows whose dedup column lies within the window that ends at the batch's newest
+      time, so file skipping on that column bounds the cost; a batch without any time value
+      falls back to `batch`.
+    """
+    if scope == "batch" or (scope == "window" and window is None):
+        return merge_condition(keys, app_id, batch_id)
+    target = quote_identifier(TARGET_ALIAS)
+    source = quote_identifier(SOURCE_ALIAS)
+    matches = [f"{target}.{quote_identifier(k)} <=> {source}.{quote_identifier(k)}" for k in keys]
+    if scope == "table" or window is None:
+        return " AND ".join(matches)
+    lower, upper = window_bounds(window)
+    column = f"{target}.{quote_identifier(window.column)}"
+    return " AND ".join([f"{column} >= {lower}", f"{column} <= {upper}", *matches])

@@ -1,8 +1,9 @@
 """Replay: re-read committed batches from the sources their ledger entries name, and re-apply them.
 
 A replay MERGE carries no txn markers (the app's marker already covers these batches) and is
-recorded in the ledger as kind `replay` or `replace`. Plain replay uses the batch's own insert-only
-MERGE, so rows deleted by mistake come back and rows still present are left alone. `--replace`
+recorded in the ledger as kind `replay` or `replace`. Plain replay uses the insert-only MERGE
+with the table's dedup condition, so rows deleted by mistake come back and rows still present
+(in this batch, or for `table`/`window` dedup anywhere in scope) are left alone. `--replace`
 rewrites a batch's rows in one MERGE that updates matched rows, inserts missing ones and deletes
 the batch's rows that the source no longer has: one atomic commit per batch, old rows or new,
 never both or neither.
@@ -21,8 +22,15 @@ from typing import TYPE_CHECKING, Literal
 from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
-from ingest.commit import USER_METADATA_CONF, dedup_on_keys, run_merge, with_lineage
-from ingest.decisions import batch_scope, merge_condition
+from ingest.commit import (
+    USER_METADATA_CONF,
+    batch_stats,
+    dedup_on_keys,
+    run_merge,
+    time_window,
+    with_lineage,
+)
+from ingest.decisions import batch_scope, dedup_condition
 from ingest.sources import FileSource, read_files
 from quality.malformed import classify
 from quality.quarantine import REASON_COLUMN
@@ -158,8 +166,9 @@ def replay_batch(
         valid = classified.filter(F.col(REASON_COLUMN).isNull()).select(*schema.fieldNames())
         rows = dedup_on_keys(valid, spec.keys, schema).persist(StorageLevel.MEMORY_AND_DISK)
         try:
+            stats = batch_stats(classified, schema, spec.dedup_column)
             total = rows.count()
-            rejected = classified.filter(F.col(REASON_COLUMN).isNotNull()).count()
+            rejected = stats.rows_rejected
             if dry_run:
                 present = _rows_present(spark, spec, app_id, plan.batch_id, rows)
                 return ReplayResult(
@@ -170,7 +179,10 @@ def replay_batch(
                     rows_rejected=rejected,
                     dry_run=True,
                 )
-            return _apply(spark, spec, plan, rows, total, rejected, mode)
+            condition = dedup_condition(
+                spec.dedup, spec.keys, app_id, plan.batch_id, time_window(spec, schema, stats)
+            )
+            return _apply(spark, spec, plan, rows, total, rejected, mode, condition)
         finally:
             rows.unpersist()
     finally:
@@ -194,6 +206,7 @@ def _apply(
     total: int,
     rejected: int,
     mode: ReplayMode,
+    condition: str,
 ) -> ReplayResult:
     app_id, batch_id = plan.entry.meta.app_id, plan.batch_id
     meta = CommitMetadata(
@@ -213,7 +226,7 @@ def _apply(
         spark,
         spec.name,
         source,
-        merge_condition(spec.keys, app_id, batch_id),
+        condition,
         {USER_METADATA_CONF: meta.to_json()},
         replace_scope=scope,
     )

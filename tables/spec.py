@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, get_args
 
 from tables.errors import ConfigError, first_line
 from tables.identifiers import validate_column_name, validate_table_name
@@ -31,6 +31,12 @@ RESERVED_PREFIX = "_lh_"
 
 TXN_RETENTION_PROPERTY = "delta.setTransactionRetentionDuration"
 DEFAULT_REPLAY_WINDOW = timedelta(days=7)
+
+#: Which existing rows a batch's rows are matched against by record key at MERGE time:
+#: `batch` only the same (app id, batch id): retries and replays; `table` every row, whatever
+#: its batch; `window` rows whose dedup column lies within the window ending at the batch's
+#: newest time.
+DedupScope = Literal["batch", "table", "window"]
 
 #: Properties every target table gets unless its spec overrides them.
 DEFAULT_PROPERTIES: Mapping[str, str] = {
@@ -60,6 +66,28 @@ def parse_struct(ddl: str) -> StructType:
     return schema
 
 
+def validate_dedup(spec: TableSpec) -> None:
+    """Check the dedup scope: `window` needs a time column and a positive window, others none."""
+    if spec.dedup not in get_args(DedupScope):
+        raise ConfigError(
+            f"table {spec.name}: dedup must be one of {get_args(DedupScope)}, got {spec.dedup!r}"
+        )
+    windowed = spec.dedup_column is not None or spec.dedup_window is not None
+    if spec.dedup != "window":
+        if windowed:
+            raise ConfigError(
+                f"table {spec.name}: dedup_column and dedup_window apply to dedup = 'window' only"
+            )
+        return
+    if spec.dedup_column is None or spec.dedup_window is None:
+        raise ConfigError(
+            f"table {spec.name}: dedup = 'window' needs dedup_column and dedup_window"
+        )
+    validate_column_name(spec.dedup_column)
+    if spec.dedup_window <= timedelta(0):
+        raise ConfigError(f"table {spec.name}: dedup_window must be positive")
+
+
 def validate_txn_retention(properties: Mapping[str, str], replay_window: timedelta) -> None:
     """Refuse a transaction-marker retention shorter than the replay window.
 
@@ -86,6 +114,9 @@ class TableSpec:
     partition_by: tuple[str, ...] = ()
     properties: Mapping[str, str] = field(default_factory=dict)
     replay_window: timedelta = DEFAULT_REPLAY_WINDOW
+    dedup: DedupScope = "batch"
+    dedup_column: str | None = None
+    dedup_window: timedelta | None = None
 
     def __post_init__(self) -> None:
         validate_table_name(self.name)
@@ -100,6 +131,7 @@ class TableSpec:
         if len(set(self.keys)) != len(self.keys):
             raise ConfigError(f"table {self.name}: record key columns repeat: {self.keys}")
         validate_txn_retention(self.properties, self.replay_window)
+        validate_dedup(self)
 
     @property
     def quarantine_name(self) -> str:
@@ -125,9 +157,17 @@ class TableSpec:
             validate_column_name(column)
             if column.startswith(RESERVED_PREFIX):
                 raise ConfigError(f"table {self.name}: column {column!r} uses the reserved prefix")
-        missing = [c for c in (*self.keys, *self.partition_by) if c not in names]
+        declared = (*self.keys, *self.partition_by, *filter(None, [self.dedup_column]))
+        missing = [c for c in declared if c not in names]
         if missing:
             raise ConfigError(f"table {self.name}: key/partition columns not in schema: {missing}")
+        if self.dedup_column is not None:
+            kind = schema[self.dedup_column].dataType.typeName()
+            if kind not in ("timestamp", "timestamp_ntz", "date"):
+                raise ConfigError(
+                    f"table {self.name}: dedup_column {self.dedup_column} is {kind}; "
+                    "a window needs a timestamp or date column"
+                )
         return schema
 
     def table_schema(self, spark: SparkSession) -> StructType:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -118,3 +119,15 @@ def test_home_defaults_to_lakehouse_home_env(
 ) -> None:
     monkeypatch.setenv("LAKEHOUSE_HOME", str(tmp_path / "elsewhere"))
     assert parse_config({}, base=tmp_path, path=None).home == tmp_path / "elsewhere"
+
+
+def test_dedup_keys(tmp_path: Path) -> None:
+    path = tmp_path / "lakehouse.toml"
+    path.write_text(
+        GOOD.replace(
+            'keys = ["event_id"]',
+            'keys = ["event_id"]\ndedup = "window"\ndedup_column = "at"\ndedup_window = "7 days"',
+        )
+    )
+    spec = load_config(path).table("events")
+    assert (spec.dedup, spec.dedup_column, spec.dedup_window) == ("window", "at", timedelta(days=7))

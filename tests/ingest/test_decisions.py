@@ -5,13 +5,16 @@ from __future__ import annotations
 import pytest
 
 from ingest.decisions import (
+    TimeWindow,
     backoff_seconds,
     commit_landed,
     decide_batch,
+    dedup_condition,
     is_checkpoint_lost,
     is_content_conflict,
     merge_condition,
     should_retry,
+    window_bounds,
 )
 
 
@@ -68,3 +71,23 @@ def test_merge_condition_pins_literal_batch_and_quotes_keys() -> None:
         "`t`.`_lh_app_id` = 'app-1' AND `t`.`_lh_batch_id` = 7"
         " AND `t`.`event_id` <=> `s`.`event_id` AND `t`.`day` <=> `s`.`day`"
     )
+
+
+def test_dedup_condition_per_scope() -> None:
+    keys = ("event_id",)
+    window = TimeWindow(
+        "event_time", is_date=False, newest="2026-11-08 00:00:00.000000", seconds=604800
+    )
+    assert dedup_condition("batch", keys, "a", 1, window) == merge_condition(keys, "a", 1)
+    assert dedup_condition("table", keys, "a", 1, None) == "`t`.`event_id` <=> `s`.`event_id`"
+    assert dedup_condition("window", keys, "a", 1, window) == (
+        "`t`.`event_time` >= TIMESTAMP '2026-11-08 00:00:00.000000' - INTERVAL 604800 SECONDS"
+        " AND `t`.`event_time` <= TIMESTAMP '2026-11-08 00:00:00.000000'"
+        " AND `t`.`event_id` <=> `s`.`event_id`"
+    )
+    assert dedup_condition("window", keys, "a", 1, None) == merge_condition(keys, "a", 1)
+
+
+def test_date_windows_round_up_to_whole_days() -> None:
+    window = TimeWindow("day", is_date=True, newest="2026-11-08", seconds=36 * 3600)
+    assert window_bounds(window) == ("date_sub(DATE '2026-11-08', 2)", "DATE '2026-11-08'")

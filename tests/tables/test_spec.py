@@ -72,3 +72,30 @@ def test_existing_table_with_other_schema_is_refused(spark: SparkSession) -> Non
         ensure_table(spark, TableSpec("spec_drift", "a STRING, b INT", ("a",)))
     with pytest.raises(SchemaMismatchError, match="spec says int"):
         create_table(spark, "spec_drift", TableSpec("x", "a INT", ("a",)).data_schema(spark))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"dedup": "global"}, "dedup must be one of"),
+        ({"dedup": "window"}, "needs dedup_column and dedup_window"),
+        ({"dedup": "window", "dedup_column": "a", "dedup_window": timedelta(0)}, "positive"),
+        ({"dedup": "table", "dedup_column": "a"}, "apply to dedup = 'window' only"),
+    ],
+)
+def test_dedup_validation(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        TableSpec("t", "a TIMESTAMP, k STRING", ("k",), **kwargs)  # type: ignore[arg-type]
+
+
+def test_window_needs_a_time_column(spark: SparkSession) -> None:
+    spec = TableSpec(
+        "t",
+        "a INT, k STRING",
+        ("k",),
+        dedup="window",
+        dedup_column="a",
+        dedup_window=timedelta(days=1),
+    )
+    with pytest.raises(ConfigError, match="needs a timestamp or date column"):
+        spec.data_schema(spark)
