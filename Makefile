@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test check demo clean
+.PHONY: help setup test check demo bench clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -26,12 +26,16 @@ test: setup ## Run the whole test suite (real Spark and Delta)
 	if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 check: setup ## Lint (ruff) and type-check (mypy, strict on the packages)
-	$(VENV)/bin/ruff check tables quality ingest tests examples
-	$(VENV)/bin/ruff format --check tables quality ingest tests examples
+	$(VENV)/bin/ruff check tables quality ingest tests examples bench
+	$(VENV)/bin/ruff format --check tables quality ingest tests examples bench
 	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy --strict bench/run.py
 
 demo: setup ## Generate sample events and ingest them exactly once, twice, with a crash between
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash examples/demo/run.sh
+
+bench: setup ## Measure what exactly-once costs, as ratios side by side (BENCH_ARGS=--help)
+	$(PY) bench/run.py $(BENCH_ARGS)
 
 clean: ## Remove the virtualenv, demo state and caches (not the Ivy JAR cache)
 	rm -rf $(VENV) examples/demo/.lakehouse examples/demo/landing .pytest_cache .mypy_cache .ruff_cache

@@ -66,13 +66,17 @@ def ingest(
     spark = spark_for(cfg)
 
     def show(result: BatchResult) -> None:
+        if result.status != "committed":
+            where = f"version {result.version}; " if result.version is not None else ""
+            err.print(
+                f"batch {result.batch_id}: {result.status} ({where}{result.note})", markup=False
+            )
+            return
         err.print(
-            f"batch {result.batch_id}: {result.status}"
-            f" (read {result.rows_read}, inserted {result.rows_inserted},"
-            f" already present {result.rows_already_present},"
+            f"batch {result.batch_id}: committed (read {result.rows_read}, inserted"
+            f" {result.rows_inserted}, already present {result.rows_already_present},"
             f" duplicates in batch {result.rows_duplicate_in_batch},"
-            f" quarantined {result.rows_quarantined}"
-            + (f", version {result.version}" if result.version is not None else "")
+            f" quarantined {result.rows_quarantined}, version {result.version}"
             + (f"; {result.note}" if result.note else "")
             + ")",
             markup=False,

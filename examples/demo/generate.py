@@ -1,8 +1,8 @@
 """Write sample click events into a landing directory, with the mess real landing zones have.
 
 Files are dropped in a fixed order (their modification times are set explicitly) so the demo's
-batches are the same on every run: two files per batch, one file resent under a new name right
-after the original, duplicate rows inside files, and a few malformed lines.
+batches are the same on every run: two files per batch, the first file resent under a new name
+in a later batch, duplicate rows inside files, and a few malformed lines.
 """
 
 from __future__ import annotations
@@ -52,11 +52,11 @@ def generate(landing: Path, files: int, per_file: int, seed: int) -> dict[str, i
         path.write_text(text + "\n", encoding="utf-8")
         written.append(path)
         lines += len(rows)
-        if index == 0:
-            resent = landing / f"events-{index:04d}-resent.json"
-            shutil.copyfile(path, resent)
+        if index == 2:
+            resent = landing / "events-0000-resent.json"
+            shutil.copyfile(landing / "events-0000.json", resent)
             written.append(resent)
-            lines += len(rows)
+            lines += per_file + max(1, per_file // 10)
     for offset, path in enumerate(written):
         os.utime(path, (drop_time + offset, drop_time + offset))
     return {"files": len(written), "lines": lines, "unique_events": len(unique_ids)}

@@ -7,7 +7,7 @@ rm -rf .lakehouse landing
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
-step "1. Generate sample events into landing/events (duplicates, a resent file, malformed lines)"
+step "1. Generate sample events into landing/events (duplicates, a file resent later, malformed lines)"
 python generate.py landing/events
 
 step "2. Ingest, crashing the process right after batch 1's Delta commit (before the stream checkpoint)"
@@ -25,7 +25,7 @@ lakehouse status events
 step "6. The per-batch ledger, read from the Delta log"
 lakehouse history events
 
-step "7. SQL by table name: one row per event, rejected lines in quarantine"
+step "7. SQL by table name: one row per event (the resent file added none), rejected lines in quarantine"
 lakehouse sql "SELECT count(*) AS rows, count(DISTINCT event_id) AS distinct_events FROM events"
 lakehouse sql "SELECT kind, count(*) AS events, round(sum(amount), 2) AS amount FROM events GROUP BY kind ORDER BY kind"
 lakehouse sql "SELECT _lh_batch_id AS batch, _lh_reason AS reason, _lh_raw AS raw FROM events_quarantine"

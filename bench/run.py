@@ -1,0 +1,276 @@
+"""`make bench`: what exactly-once costs, as ratios measured side by side in one Spark session.
+
+Every ratio compares two measurements taken in the same run, on the same data, in the same
+session, so machine noise largely cancels. Figures are medians over a few batches after a warm-up.
+Results print as a table (target, measured, met or missed) and go to bench/results/*.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from rich.console import Console
+from rich.table import Table
+
+from ingest.commit import commit_batch, with_lineage
+from tables.catalog import ensure_table, table_detail
+from tables.log import table_version
+from tables.session import get_spark
+from tables.spec import TableSpec
+
+SCHEMA = "event_id STRING NOT NULL, user_id STRING, amount DOUBLE, event_time TIMESTAMP"
+START = datetime(2026, 1, 1)
+console = Console()
+
+
+@dataclass
+class Ratio:
+    """One measured ratio and its target."""
+
+    name: str
+    value: float
+    target: str
+    met: bool
+    numerator_s: float
+    denominator_s: float
+
+
+def batch(spark: SparkSession, first: int, rows: int, days: float = 0.0) -> DataFrame:
+    """`rows` events with ids from `first`, spread over one day starting `days` after START."""
+    return spark.range(first, first + rows).select(
+        F.concat(F.lit("e"), F.col("id").cast("string")).alias("event_id"),
+        F.concat(F.lit("u"), (F.col("id") % 1000).cast("string")).alias("user_id"),
+        (F.col("id") % 997 / 7).cast("double").alias("amount"),
+        (
+            F.lit(START + timedelta(days=days)).cast("timestamp")
+            + F.make_dt_interval(
+                F.lit(0), F.lit(0), F.lit(0), (F.col("id") % 86400).cast("decimal(18,6)")
+            )
+        ).alias("event_time"),
+    )
+
+
+def median_seconds(action: Callable[[int], object], runs: range) -> float:
+    """Median wall time of `action(i)` over `runs`, after one warm-up call."""
+    action(runs.start - 1)
+    times = []
+    for i in runs:
+        started = time.perf_counter()
+        action(i)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def fill(spark: SparkSession, spec: TableSpec, rows: int, chunk: int, days: int) -> None:
+    """Bring a table to `rows` rows in big appends, older rows earlier in `days` (app id `fill`)."""
+    current = spark.table(spec.name).count()
+    n = 0
+    while current < rows:
+        size = min(chunk, rows - current)
+        frame = batch(spark, 10_000_000 + current, size, days=current * days // rows)
+        with_lineage(frame, "fill", n, datetime.now(UTC)).write.format("delta").mode(
+            "append"
+        ).saveAsTable(spec.name)
+        current += size
+        n += 1
+
+
+def main() -> None:
+    """Parse sizes, run every measurement, print and save the ratios."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--batch-rows", type=int, default=20_000)
+    parser.add_argument("--batches", type=int, default=3)
+    parser.add_argument("--base-rows", type=int, default=200_000)
+    parser.add_argument("--log-commits", type=int, default=1000)
+    parser.add_argument("--out", type=Path, default=Path("bench/results"))
+    args = parser.parse_args()
+    home = Path(tempfile.mkdtemp(prefix="lakehouse-bench-"))
+    os.environ.setdefault("LAKEHOUSE_SPARK_MASTER", "local[2]")
+    spark = get_spark(home, app_name="lakehouse-bench")
+    b, rows = args.batches, args.batch_rows
+    ratios: list[Ratio] = []
+    counter = iter(range(1, 10**9))
+
+    def spec(name: str, **kwargs: object) -> TableSpec:
+        made = TableSpec(f"{name}_{next(counter)}", SCHEMA, ("event_id",), **kwargs)  # type: ignore[arg-type]
+        ensure_table(spark, made)
+        return made
+
+    def ratio(name: str, num: float, den: float, target: str, met: Callable[[float], bool]) -> None:
+        value = num / den
+        ratios.append(Ratio(name, value, target, met(value), num, den))
+        console.print(f"  {name}: {value:.3f} ({num:.3f}s / {den:.3f}s)")
+
+    console.print(f"[bold]lakehouse bench[/] batches of {rows} rows, {b} measured per figure")
+
+    # 1-2. Exactly-once ingest vs plain Delta append vs Spark's Parquet write, same batches.
+    exactly_once = spec("bench_eo")
+    append = spec("bench_append")
+    parquet = str(home / "parquet")
+    eo = median_seconds(
+        lambda i: commit_batch(spark, exactly_once, "b", i, batch(spark, i * rows, rows)),
+        range(1, b + 1),
+    )
+    ap = median_seconds(
+        lambda i: (
+            with_lineage(batch(spark, i * rows, rows), "b", i, datetime.now(UTC))
+            .write.format("delta")
+            .mode("append")
+            .saveAsTable(append.name)
+        ),
+        range(1, b + 1),
+    )
+    pq = median_seconds(
+        lambda i: batch(spark, i * rows, rows).write.mode("append").parquet(parquet),
+        range(1, b + 1),
+    )
+    ratio("exactly-once ÷ plain Delta append (rows/s)", ap, eo, ">= 0.8", lambda v: v >= 0.8)
+    ratio("plain Delta append ÷ Spark Parquet (rows/s)", pq, ap, ">= 0.8", lambda v: v >= 0.8)
+    ratio("exactly-once ÷ Spark Parquet (rows/s)", pq, eo, ">= 0.6", lambda v: v >= 0.6)
+
+    # 5. Skip: the last committed batch again costs a log lookup, no commit, no file.
+    version, files = (
+        table_version(spark, exactly_once.name),
+        table_detail(spark, exactly_once.name).num_files,
+    )
+    skip = median_seconds(
+        lambda i: commit_batch(spark, exactly_once, "b", b, batch(spark, b * rows, rows)),
+        range(1, b + 1),
+    )
+    unchanged = (
+        table_version(spark, exactly_once.name),
+        table_detail(spark, exactly_once.name).num_files,
+    ) == (version, files)
+    ratio(
+        "skip of a committed batch ÷ new batch",
+        skip,
+        eo,
+        "<= 0.1, 0 commits, 0 files",
+        lambda v: v <= 0.1 and unchanged,
+    )
+
+    # 3 and issue 8. Per-batch latency at 10x the table size, for batch and window dedup.
+    by_scope: dict[str, dict[int, float]] = {"batch": {}, "window": {}}
+    for scope in by_scope:
+        extra = (
+            {"dedup": "window", "dedup_column": "event_time", "dedup_window": timedelta(days=7)}
+            if scope == "window"
+            else {}
+        )
+        table = spec(f"bench_{scope}", **extra)
+        for size in (args.base_rows, 10 * args.base_rows):
+            fill(spark, table, size, chunk=max(rows * 5, size // 10), days=100)
+            offset = 50_000_000 + size
+
+            def recent(i: int, t: TableSpec = table, o: int = offset) -> object:
+                return commit_batch(spark, t, "b", o + i, batch(spark, o + i * rows, rows, days=99))
+
+            by_scope[scope][size] = median_seconds(recent, range(1, b + 1))
+    base, big = args.base_rows, 10 * args.base_rows
+    ratio(
+        "batch dedup: latency at 10x table ÷ base",
+        by_scope["batch"][big],
+        by_scope["batch"][base],
+        "<= 1.2",
+        lambda v: v <= 1.2,
+    )
+    ratio(
+        "window dedup: latency at 10x table ÷ base",
+        by_scope["window"][big],
+        by_scope["window"][base],
+        "<= 1.3",
+        lambda v: v <= 1.3,
+    )
+    ratio(
+        "window ÷ batch dedup at 10x table",
+        by_scope["window"][big],
+        by_scope["batch"][big],
+        "<= 1.5",
+        lambda v: v <= 1.5,
+    )
+
+    # 4. Per-batch latency after many commits ÷ after 10, checkpoints at Delta's default interval.
+    long_log = spec("bench_log")
+    for i in range(10):
+        commit_batch(spark, long_log, "b", i, batch(spark, 90_000_000 + i * 100, 100))
+    short = median_seconds(
+        lambda i: commit_batch(
+            spark, long_log, "b", 10 + i, batch(spark, 91_000_000 + i * rows, rows)
+        ),
+        range(1, b + 1),
+    )
+    tiny = spark.createDataFrame([("x", "u", 0.0, START)], SCHEMA)
+    for n in range(args.log_commits - table_version(spark, long_log.name)):
+        with_lineage(tiny, "log", n, datetime.now(UTC)).write.format("delta").mode(
+            "append"
+        ).saveAsTable(long_log.name)
+    long = median_seconds(
+        lambda i: commit_batch(
+            spark, long_log, "b", 100 + i, batch(spark, 92_000_000 + i * rows, rows)
+        ),
+        range(1, b + 1),
+    )
+    ratio(
+        f"latency after {args.log_commits} commits ÷ after 10",
+        long,
+        short,
+        "<= 1.5",
+        lambda v: v <= 1.5,
+    )
+
+    show(ratios, spark, args)
+    save(ratios, spark, args)
+
+
+def machine(spark: SparkSession) -> dict[str, object]:
+    """Cores, memory and versions of this run."""
+    import delta
+    import pyspark
+
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return {
+        "cores": os.cpu_count(),
+        "memory_gib": round(memory, 1),
+        "python": platform.python_version(),
+        "pyspark": pyspark.__version__,
+        "delta_spark": getattr(delta, "__version__", "4.4.0"),
+        "spark_master": spark.sparkContext.master,
+    }
+
+
+def show(ratios: list[Ratio], spark: SparkSession, args: argparse.Namespace) -> None:
+    """Print the ratios as a table, with the machine."""
+    table = Table(title="lakehouse-ingest benchmark (ratios measured side by side in one run)")
+    for column in ("ratio", "measured", "target", ""):
+        table.add_column(column)
+    for r in ratios:
+        table.add_row(r.name, f"{r.value:.3f}", r.target, "met" if r.met else "[red]MISSED[/]")
+    table.add_row("post-commit audit ÷ commit", "n/a", "<= 0.25", "not built (quality issue)")
+    console.print(table)
+    console.print(f"machine: {machine(spark)}; sizes: {vars(args)}")
+
+
+def save(ratios: list[Ratio], spark: SparkSession, args: argparse.Namespace) -> None:
+    """Write the raw figures as JSON under bench/results/."""
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"bench-{datetime.now(UTC):%Y%m%dT%H%M%SZ}.json"
+    sizes = {k: str(v) for k, v in vars(args).items()}
+    payload = {"machine": machine(spark), "sizes": sizes, "ratios": [asdict(r) for r in ratios]}
+    path.write_text(json.dumps(payload, indent=2))
+    console.print(f"raw figures: {path}")
+
+
+if __name__ == "__main__":
+    main()
