@@ -115,6 +115,15 @@ def main() -> None:
 
     console.print(f"[bold]lakehouse bench[/] batches of {rows} rows, {b} measured per figure")
 
+    # Warm the JVM (JIT, Delta's code paths) on a throwaway table before anything is measured.
+    warm = spec("bench_warmup")
+    for i in range(3):
+        commit_batch(spark, warm, "w", i, batch(spark, 80_000_000 + i * rows, rows))
+        with_lineage(batch(spark, i * rows, rows), "w", i, datetime.now(UTC)).write.format(
+            "delta"
+        ).mode("append").saveAsTable(warm.name)
+        batch(spark, i * rows, rows).write.mode("append").parquet(str(home / "warmup"))
+
     # 1-2. Exactly-once ingest vs plain Delta append vs Spark's Parquet write, same batches.
     exactly_once = spec("bench_eo")
     append = spec("bench_append")
