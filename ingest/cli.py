@@ -12,13 +12,22 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ingest import cli_admin
-from ingest.cli_common import ConfigOption, FormatOption, emit, err, handle_errors, spark_for
+from ingest.cli_common import (
+    EXIT_TERMINAL,
+    ConfigOption,
+    FormatOption,
+    emit,
+    err,
+    handle_errors,
+    spark_for,
+)
 from ingest.config import load_config
 from ingest.output import OutputFormat, render
-from tables.errors import QueryError, first_line
+from tables.errors import ConfigError, QueryError, first_line
 
 if TYPE_CHECKING:
     from ingest.commit import BatchResult
+    from quality.audit import AuditResult
 
 app = typer.Typer(
     help="Land streams in Delta Lake tables exactly once, and operate those tables.",
@@ -83,13 +92,25 @@ def ingest(
             soft_wrap=True,
         )
 
+    def warn(audit: AuditResult) -> None:
+        if audit.status == "failed":
+            err.print(
+                f"audit of batch {audit.batch_id}: {audit.failing_keys} record key(s) appear more "
+                f"than once in {audit.table} (e.g. {', '.join(audit.sample_keys)})",
+                markup=False,
+                soft_wrap=True,
+            )
+
     with err.status(f"ingesting {spec_pipeline.name} into {spec.name}…"):
-        report = run_pipeline(spark, spec_pipeline, spec, trigger=trigger, on_batch=show)
+        report = run_pipeline(
+            spark, spec_pipeline, spec, trigger=trigger, on_batch=show, on_audit=warn
+        )
     emit(
         f"{report.pipeline}: {len(report.results)} batches "
         f"({report.count('committed')} committed, {report.count('skipped')} skipped, "
         f"{report.count('empty')} empty), {report.rows_inserted} rows inserted, "
-        f"{report.rows_quarantined} quarantined into {report.table}"
+        f"{report.rows_quarantined} quarantined into {report.table}, "
+        f"{len(report.failed_audits)} failed audit(s)"
     )
 
 
@@ -156,6 +177,58 @@ def history(
     spark = spark_for(load_config(config, required=False))
     rows = [e.as_row() for e in read_ledger(spark, table, app_id=app_id, limit=limit)]
     emit(render(rows, format, title=f"ledger of {table}") if rows else "no batches committed")
+
+
+@app.command()
+@handle_errors
+def quality(
+    table: Annotated[str, typer.Argument(help="Table name.")],
+    limit: Annotated[int, typer.Option(min=1, help="Show the last N outcomes.")] = 20,
+    format: FormatOption = OutputFormat.table,
+    config: ConfigOption = None,
+) -> None:
+    """Show the latest post-commit audit outcomes recorded for a table, newest first.
+
+    They live in the `lakehouse_quality` table, which analysts can query by name.
+    """
+    from quality.audit import recent_results
+    from tables.identifiers import validate_table_name
+
+    validate_table_name(table)
+    spark = spark_for(load_config(config, required=False))
+    rows = recent_results(spark, table, limit)
+    emit(render(rows, format, title=f"quality of {table}") if rows else "no audit recorded")
+
+
+@app.command()
+@handle_errors
+def check(
+    table: Annotated[str, typer.Argument(help="Table declared in the config.")],
+    full: Annotated[
+        bool, typer.Option("--full", help="Audit every record key of the table.")
+    ] = False,
+    format: FormatOption = OutputFormat.table,
+    config: ConfigOption = None,
+) -> None:
+    """Run the duplicate-record-key audit over the whole table and record the outcome.
+
+    Exits 1 when a key appears more than once, so a scheduler can alert on it.
+    """
+    from quality.audit import audit_table, record
+    from tables.identifiers import validate_table_name
+
+    validate_table_name(table)
+    if not full:
+        raise ConfigError("check needs --full: it audits every record key of the table")
+    cfg = load_config(config)
+    spec = cfg.table(table)
+    spark = spark_for(cfg)
+    with err.status(f"auditing every record key of {table}…"):
+        result = audit_table(spark, spec)
+    record(spark, [result], txn=None)
+    emit(render([result.as_row()], format, title=f"full audit of {table}"))
+    if result.status == "failed":
+        raise typer.Exit(EXIT_TERMINAL)
 
 
 @app.command()

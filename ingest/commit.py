@@ -173,9 +173,8 @@ def commit_batch(
             batch_id,
             ingested_at,
         )
-        condition = dedup_condition(
-            spec.dedup, spec.keys, app_id, batch_id, time_window(spec, schema, stats)
-        )
+        window = time_window(spec, schema, stats)
+        condition = dedup_condition(spec.dedup, spec.keys, app_id, batch_id, window)
         return _merge_with_retries(spark, spec, meta, merge_source, condition, max_attempts)
     finally:
         cached.unpersist()

@@ -15,6 +15,7 @@ from ingest.commit import BatchResult, commit_batch
 from ingest.decisions import is_checkpoint_lost
 from ingest.sources import read_stream
 from ingest.triggers import parse_trigger
+from quality.audit import AuditResult, audit_commit, is_recorded, record
 from quality.quarantine import ensure_quarantine_table
 from tables.catalog import ensure_table
 from tables.errors import CheckpointLostError, LakehouseError, TerminalError, first_line
@@ -38,6 +39,7 @@ class RunReport:
     app_id: str
     table: str
     results: list[BatchResult] = field(default_factory=list)
+    audits: list[AuditResult] = field(default_factory=list)
 
     def count(self, status: str) -> int:
         """How many batches ended with `status`."""
@@ -52,6 +54,28 @@ class RunReport:
     def rows_quarantined(self) -> int:
         """Rows this run sent to the quarantine table."""
         return sum(r.rows_quarantined for r in self.results)
+
+    @property
+    def failed_audits(self) -> list[AuditResult]:
+        """The post-commit audits of this run that found duplicate record keys."""
+        return [a for a in self.audits if a.status == "failed"]
+
+
+def audit_after_commit(
+    spark: SparkSession, spec: TableSpec, result: BatchResult
+) -> AuditResult | None:
+    """Audit a batch's record keys after its commit and record the outcome, once per batch.
+
+    A batch skipped as already committed is audited only if its audit was never recorded (the
+    process stopped between the commit and the audit).
+    """
+    if result.status == "empty":
+        return None
+    if result.status == "skipped" and is_recorded(spark, spec.name, result.app_id, result.batch_id):
+        return None
+    audit = audit_commit(spark, spec, result.app_id, result.batch_id, result.version)
+    record(spark, [audit], txn=(f"audit.{spec.name}.{result.app_id}", result.batch_id))
+    return audit
 
 
 def checkpoint_has_offsets(spark: SparkSession, checkpoint: str) -> bool:
@@ -84,6 +108,7 @@ def run_pipeline(
     *,
     trigger: str | None = None,
     on_batch: BatchCallback | None = None,
+    on_audit: Callable[[AuditResult], None] | None = None,
 ) -> RunReport:
     """Run a pipeline until its trigger says stop (available-now) or until interrupted."""
     trigger_args = parse_trigger(trigger or pipeline.trigger)
@@ -112,6 +137,11 @@ def run_pipeline(
         report.results.append(result)
         if on_batch is not None:
             on_batch(result)
+        audit = audit_after_commit(batch.sparkSession, spec, result)
+        if audit is not None:
+            report.audits.append(audit)
+            if on_audit is not None:
+                on_audit(audit)
 
     stream = read_stream(spark, pipeline.source, spec.data_schema(spark))
     query = (

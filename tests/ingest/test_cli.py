@@ -44,6 +44,7 @@ def project(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Pa
     result = runner.invoke(app, ["ingest", "--config", str(root / "lakehouse.toml")])
     assert result.exit_code == 0, result.output
     assert "1 batches (1 committed, 0 skipped, 0 empty), 5 rows inserted" in result.stdout
+    assert "0 failed audit(s)" in result.stdout
     assert "duplicates in batch 2" in result.stderr
     return root
 
@@ -87,6 +88,27 @@ def test_history_as_csv(project: Path) -> None:
         row["rows_duplicate_in_batch"],
     ) == ("cli_landing", "0", "5", "2")
     assert row["source"] == "json: a.json"
+
+
+def test_quality_shows_the_ingestion_audit(project: Path) -> None:
+    result = runner.invoke(app, ["quality", "cli_events", "-f", "json"])
+    assert result.exit_code == 0, result.output
+    [row] = json.loads(result.stdout)
+    assert (row["check_name"], row["status"], row["checked_keys"]) == (
+        "duplicate_record_keys",
+        "passed",
+        5,
+    )
+
+
+def test_full_check(project: Path) -> None:
+    config = str(project / "lakehouse.toml")
+    passed = runner.invoke(app, ["check", "cli_events", "--full", "-f", "json", "-c", config])
+    without_full = runner.invoke(app, ["check", "cli_events", "-c", config])
+    assert passed.exit_code == 0, passed.output
+    assert json.loads(passed.stdout)[0]["status"] == "passed"
+    assert without_full.exit_code == 1
+    assert "check needs --full" in without_full.stderr
 
 
 def test_sql_by_name_as_table_and_json(project: Path) -> None:

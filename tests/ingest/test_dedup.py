@@ -9,6 +9,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from ingest.commit import commit_batch
+from quality.audit import audit_commit
 from tables.log import find_ledger_entry
 from tables.spec import TableSpec
 
@@ -57,6 +58,10 @@ def test_a_resend_in_a_later_batch(
     entry = find_ledger_entry(spark, spec.name, "app", 1)
     assert entry is not None
     assert entry.rows_already_present == present
+    audit = audit_commit(spark, spec, "app", 1, second.version)
+    assert (audit.status, audit.sample_keys) == (
+        ("failed", ("e3",)) if resent_copies == 2 else ("passed", ())
+    )
 
 
 def test_table_scope_matches_other_app_ids(spark: SparkSession, make_table: MakeTable) -> None:
@@ -79,3 +84,7 @@ def test_a_resend_older_than_the_window_is_not_matched(
 
     assert result.rows_inserted == 2
     assert copies(spark, spec)["e1"] == 2
+    # The MERGE let the old resend through; the post-commit audit, not bounded by the window,
+    # flags it.
+    audit = audit_commit(spark, spec, "app", 1, result.version)
+    assert (audit.status, audit.sample_keys) == ("failed", ("e1",))
