@@ -29,3 +29,6 @@ step "7. SQL by table name: one row per event (the resent file added none), reje
 lakehouse sql "SELECT count(*) AS rows, count(DISTINCT event_id) AS distinct_events FROM events"
 lakehouse sql "SELECT kind, count(*) AS events, round(sum(amount), 2) AS amount FROM events GROUP BY kind ORDER BY kind"
 lakehouse sql "SELECT _lh_batch_id AS batch, _lh_reason AS reason, _lh_raw AS raw FROM events_quarantine"
+
+step "8. The post-commit duplicate audits, one per batch"
+lakehouse quality events
