@@ -19,8 +19,14 @@ from ingest.commit import USER_METADATA_CONF
 from tables.catalog import require_table
 from tables.errors import ConfigError
 from tables.identifiers import validate_app_id
-from tables.log import CommitMetadata, committed_batches, read_ledger, table_version
-from tables.session import jvm_of
+from tables.log import (
+    CommitMetadata,
+    committed_batches,
+    delta_log,
+    read_ledger,
+    table_version,
+)
+from tables.session import clone_session, jvm_of
 
 if TYPE_CHECKING:
     from tables.log import LedgerEntry
@@ -103,10 +109,8 @@ def reset_app(spark: SparkSession, table: str, app_id: str, to_batch: int) -> in
         commit_token=uuid.uuid4().hex,
         kind="reset",
     )
-    clone = SparkSession(spark.sparkContext, spark._jsparkSession.cloneSession())
+    clone = clone_session(spark)
     clone.conf.set(USER_METADATA_CONF, meta.to_json())
-    identifier = spark._jsparkSession.sessionState().sqlParser().parseTableIdentifier(table)
-    delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, identifier)
     action = jvm.org.apache.spark.sql.delta.actions.SetTransaction(
         app_id, to_batch, jvm.scala.Some(int(time.time() * 1000))
     )
@@ -119,7 +123,7 @@ def reset_app(spark: SparkSession, table: str, app_id: str, to_batch: int) -> in
     # The transaction reads userMetadata from the thread's active session: make it the clone.
     sessions.setActiveSession(clone._jsparkSession)
     try:
-        delta_log.startTransaction().commit(
+        delta_log(spark, table).startTransaction().commit(
             jvm.scala.jdk.javaapi.CollectionConverters.asScala(actions).toSeq(), operation
         )
     finally:

@@ -57,6 +57,7 @@ from tables.errors import (
 from tables.faults import fault_point
 from tables.identifiers import validate_app_id
 from tables.log import CommitMetadata, LedgerEntry, committed_batch, find_ledger_entry
+from tables.session import clone_session
 from tables.spec import APP_ID_COLUMN, BATCH_ID_COLUMN, INGESTED_AT_COLUMN, TableSpec
 
 if TYPE_CHECKING:
@@ -389,15 +390,15 @@ def run_merge(
 ) -> dict[str, int] | None:
     """MERGE `source` into `table` in a session clone carrying `confs`; None if Delta skipped.
 
-    The txn and userMetadata confs are session-wide (delta-io/delta#3934); a clone per commit
-    keeps two commits running at once from one session from reading each other's markers.
+    A clone per commit keeps two commits running at once from one session from reading each
+    other's txn markers and userMetadata (see `clone_session`).
     Without `replace_scope` the MERGE only inserts rows not matched; with it, matched rows within
     the scope are updated and rows within the scope that the source lacks are deleted, in the
     same commit.
     """
     from delta.tables import DeltaTable
 
-    clone = SparkSession(spark.sparkContext, spark._jsparkSession.cloneSession())
+    clone = clone_session(spark)
     for key, value in confs.items():
         clone.conf.set(key, value)
     builder = (

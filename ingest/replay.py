@@ -39,7 +39,7 @@ from tables.errors import ConfigError, TerminalError
 from tables.faults import fault_point
 from tables.identifiers import validate_app_id
 from tables.log import CommitMetadata, LedgerEntry, read_ledger
-from tables.session import jvm_of
+from tables.session import hadoop_path
 from tables.spec import APP_ID_COLUMN, BATCH_ID_COLUMN
 
 if TYPE_CHECKING:
@@ -127,13 +127,11 @@ def _plan(entry: LedgerEntry, source: FileSource | None) -> ReplayPlan:
 
 def missing_files(spark: SparkSession, plans: list[ReplayPlan]) -> dict[int, list[str]]:
     """The source files that no longer exist, by batch id (checked on any Hadoop file system)."""
-    jvm = jvm_of(spark)
-    conf = spark.sparkContext._jsc.hadoopConfiguration()
     missing: dict[int, list[str]] = {}
     for plan in plans:
         for name in plan.files:
-            path = jvm.org.apache.hadoop.fs.Path(name)
-            if not path.getFileSystem(conf).exists(path):
+            fs, path = hadoop_path(spark, name)
+            if not fs.exists(path):
                 missing.setdefault(plan.batch_id, []).append(name)
     return missing
 

@@ -20,7 +20,7 @@ from quality.quarantine import ensure_quarantine_table
 from tables.catalog import ensure_table
 from tables.errors import CheckpointLostError, LakehouseError, TerminalError, first_line
 from tables.log import committed_batch
-from tables.session import jvm_of
+from tables.session import hadoop_path
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -80,9 +80,7 @@ def audit_after_commit(
 
 def checkpoint_has_offsets(spark: SparkSession, checkpoint: str) -> bool:
     """True if the stream checkpoint has written at least one offsets entry (any file system)."""
-    jvm = jvm_of(spark)
-    path = jvm.org.apache.hadoop.fs.Path(f"{checkpoint.rstrip('/')}/offsets")
-    fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    fs, path = hadoop_path(spark, f"{checkpoint.rstrip('/')}/offsets")
     if not fs.exists(path):
         return False
     return any(status.getPath().getName().isdigit() for status in fs.listStatus(path))
@@ -166,6 +164,5 @@ def run_pipeline(
 
 
 def _path_exists(spark: SparkSession, location: str) -> bool:
-    jvm = jvm_of(spark)
-    path = jvm.org.apache.hadoop.fs.Path(location)
-    return bool(path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).exists(path))
+    fs, path = hadoop_path(spark, location)
+    return bool(fs.exists(path))

@@ -12,7 +12,7 @@ carries Delta's per-write txn options, so a re-run batch does not record its aud
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -103,31 +103,13 @@ def audit_commit(
     table = spark.table(spec.name)
     batch = table.where((F.col(APP_ID_COLUMN) == app_id) & (F.col(BATCH_ID_COLUMN) == batch_id))
     result = duplicate_keys(table, spec.keys, batch)
-    return AuditResult(
-        spec.name,
-        result.check,
-        result.status,
-        result.checked_keys,
-        result.failing_keys,
-        result.sample_keys,
-        app_id,
-        batch_id,
-        version,
-    )
+    return replace(result, table=spec.name, app_id=app_id, batch_id=batch_id, version=version)
 
 
 def audit_table(spark: SparkSession, spec: TableSpec) -> AuditResult:
     """The same check over every key of the table (`lakehouse check --full`)."""
     table = spark.table(spec.name)
-    result = duplicate_keys(table, spec.keys, table)
-    return AuditResult(
-        spec.name,
-        result.check,
-        result.status,
-        result.checked_keys,
-        result.failing_keys,
-        result.sample_keys,
-    )
+    return replace(duplicate_keys(table, spec.keys, table), table=spec.name)
 
 
 def record(spark: SparkSession, results: list[AuditResult], *, txn: tuple[str, int] | None) -> None:

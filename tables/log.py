@@ -139,9 +139,15 @@ def read_ledger(
     spark: SparkSession, table: str, *, app_id: str | None = None, limit: int | None = None
 ) -> list[LedgerEntry]:
     """The lakehouse commits among the table's last `limit` log entries, newest first."""
+    require_table(spark, table)
+    return _ledger(spark, table, app_id, limit)
+
+
+def _ledger(
+    spark: SparkSession, table: str, app_id: str | None, limit: int | None
+) -> list[LedgerEntry]:
     from delta.tables import DeltaTable
 
-    require_table(spark, table)
     history = (
         DeltaTable.forName(spark, table).history(limit)
         if limit
@@ -158,20 +164,24 @@ def find_ledger_entry(
     spark: SparkSession, table: str, app_id: str, batch_id: int
 ) -> LedgerEntry | None:
     """Find the commit of (app id, batch id), searching recent history first."""
+    require_table(spark, table)
     for limit in (4, 64, None):
-        for entry in read_ledger(spark, table, app_id=app_id, limit=limit):
+        for entry in _ledger(spark, table, app_id, limit):
             if entry.meta.batch_id == batch_id and entry.meta.kind == "batch":
                 return entry
     return None
 
 
-def _snapshot(spark: SparkSession, table: str) -> Any:
-    jvm = jvm_of(spark)
+def delta_log(spark: SparkSession, table: str) -> Any:
+    """delta-spark's JVM `DeltaLog` of a catalog table (for markers and raw transactions)."""
     jspark = spark._jsparkSession
     identifier = jspark.sessionState().sqlParser().parseTableIdentifier(table)
-    delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(jspark, identifier)
-    none = jvm.scala.Option.empty()
-    return delta_log.update(False, none, none)
+    return jvm_of(spark).org.apache.spark.sql.delta.DeltaLog.forTable(jspark, identifier)
+
+
+def _snapshot(spark: SparkSession, table: str) -> Any:
+    none = jvm_of(spark).scala.Option.empty()
+    return delta_log(spark, table).update(False, none, none)
 
 
 def committed_batches(spark: SparkSession, table: str) -> dict[str, int]:

@@ -18,7 +18,7 @@ from pyspark.sql import SparkSession
 from tables.catalog import table_detail
 from tables.errors import ConfigError, TerminalError
 from tables.identifiers import quote_identifier, validate_column_name, validate_table_name
-from tables.session import jvm_of
+from tables.session import clone_session, hadoop_path
 from tables.spec import parse_interval
 
 if TYPE_CHECKING:
@@ -104,7 +104,7 @@ def vacuum(
     retention = table_retention(dict(detail.properties))
     retain = math.ceil(hours(retention)) if retain_hours is None else retain_hours
     check_vacuum_retention(retain, retention, replay_window, force=force)
-    clone = SparkSession(spark.sparkContext, spark._jsparkSession.cloneSession())
+    clone = clone_session(spark)
     if retain < hours(retention):
         clone.conf.set(RETENTION_CHECK_CONF, "false")
     statement = f"VACUUM {quote_identifier(table)} RETAIN {int(retain)} HOURS"
@@ -151,12 +151,9 @@ def _assert_inside(files: tuple[str, ...], location: str) -> None:
 
 
 def _total_size(spark: SparkSession, files: tuple[str, ...]) -> int:
-    jvm = jvm_of(spark)
-    conf = spark.sparkContext._jsc.hadoopConfiguration()
     total = 0
     for name in files:
-        path = jvm.org.apache.hadoop.fs.Path(name)
-        fs = path.getFileSystem(conf)
+        fs, path = hadoop_path(spark, name)
         if fs.exists(path) and fs.getFileStatus(path).isFile():
             total += int(fs.getFileStatus(path).getLen())
     return total

@@ -46,6 +46,21 @@ def jvm_of(spark: SparkSession) -> Any:
     return jvm
 
 
+def clone_session(spark: SparkSession) -> SparkSession:
+    """A copy of the session (its SQL confs included) whose confs can change without leaking.
+
+    Delta reads txn markers, userMetadata and the vacuum retention check from session-wide confs
+    (delta-io/delta#3934); setting them on a clone keeps them to one operation.
+    """
+    return SparkSession(spark.sparkContext, spark._jsparkSession.cloneSession())
+
+
+def hadoop_path(spark: SparkSession, location: str) -> tuple[Any, Any]:
+    """The Hadoop FileSystem and Path of a location, on whatever store it names."""
+    path = jvm_of(spark).org.apache.hadoop.fs.Path(location)
+    return path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), path
+
+
 def is_cluster_environment(environ: Mapping[str, str] | None = None) -> bool:
     """Return True when running under spark-submit or on Databricks, where a session exists."""
     env = os.environ if environ is None else environ
