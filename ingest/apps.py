@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pyspark.sql import SparkSession
 
-from ingest.commit import USER_METADATA_CONF
 from tables.catalog import require_table
 from tables.errors import ConfigError
 from tables.identifiers import validate_app_id
 from tables.log import (
+    USER_METADATA_CONF,
     CommitMetadata,
     committed_batches,
     delta_log,

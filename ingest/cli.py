@@ -27,7 +27,7 @@ from tables.errors import ConfigError, QueryError, first_line
 
 if TYPE_CHECKING:
     from ingest.commit import BatchResult
-    from quality.audit import AuditResult
+    from quality.audit import CheckResult
 
 app = typer.Typer(
     help="Land streams in Delta Lake tables exactly once, and operate those tables.",
@@ -92,26 +92,49 @@ def ingest(
             soft_wrap=True,
         )
 
-    def warn(audit: AuditResult) -> None:
-        if audit.status == "failed":
+    def warn(audit: CheckResult) -> None:
+        samples = ", ".join(audit.sample_keys)
+        if audit.status == "repaired":
+            err.print(
+                f"batch {audit.batch_id}: later copies of {audit.failing_keys} record key(s) "
+                f"deleted from {audit.table} in a repair commit (e.g. {samples})",
+                markup=False,
+                soft_wrap=True,
+            )
+        elif audit.status == "failed" and audit.check.startswith("expect:"):
+            err.print(
+                f"batch {audit.batch_id}: {audit.check} failed for {audit.failing_keys} of "
+                f"{audit.checked_keys} rows ({audit.action}; e.g. {samples})",
+                markup=False,
+                soft_wrap=True,
+            )
+        elif audit.status == "failed":
             err.print(
                 f"audit of batch {audit.batch_id}: {audit.failing_keys} record key(s) appear more "
-                f"than once in {audit.table} (e.g. {', '.join(audit.sample_keys)})",
+                f"than once in {audit.table} (e.g. {samples})",
                 markup=False,
                 soft_wrap=True,
             )
 
     with err.status(f"ingesting {spec_pipeline.name} into {spec.name}…"):
         report = run_pipeline(
-            spark, spec_pipeline, spec, trigger=trigger, on_batch=show, on_audit=warn
+            spark,
+            spec_pipeline,
+            spec,
+            trigger=trigger,
+            on_batch=show,
+            on_audit=warn,
+            quality_dir=cfg.home / "gx",
         )
     emit(
         f"{report.pipeline}: {len(report.results)} batches "
         f"({report.count('committed')} committed, {report.count('skipped')} skipped, "
         f"{report.count('empty')} empty), {report.rows_inserted} rows inserted, "
         f"{report.rows_quarantined} quarantined into {report.table}, "
-        f"{len(report.failed_audits)} failed audit(s)"
+        f"{len(report.failed_audits)} failed check(s)"
     )
+    if report.docs_url:
+        emit(f"data docs: {report.docs_url}")
 
 
 @app.command()
@@ -187,17 +210,22 @@ def quality(
     format: FormatOption = OutputFormat.table,
     config: ConfigOption = None,
 ) -> None:
-    """Show the latest post-commit audit outcomes recorded for a table, newest first.
+    """Show the latest audit and expectation outcomes recorded for a table, newest first.
 
-    They live in the `lakehouse_quality` table, which analysts can query by name.
+    They live in the `lakehouse_quality` table, which analysts can query by name. Where
+    Great Expectations' Data Docs have been built, their index page is printed too.
     """
     from quality.audit import recent_results
     from tables.identifiers import validate_table_name
 
     validate_table_name(table)
-    spark = spark_for(load_config(config, required=False))
+    cfg = load_config(config, required=False)
+    spark = spark_for(cfg)
     rows = recent_results(spark, table, limit)
     emit(render(rows, format, title=f"quality of {table}") if rows else "no audit recorded")
+    docs = cfg.home / "gx" / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
+    if docs.exists():
+        err.print(f"data docs: {docs.resolve().as_uri()}", markup=False, soft_wrap=True)
 
 
 @app.command()
@@ -207,14 +235,20 @@ def check(
     full: Annotated[
         bool, typer.Option("--full", help="Audit every record key of the table.")
     ] = False,
+    repair: Annotated[
+        bool,
+        typer.Option("--repair", help="Delete the later copies of duplicated keys, in one commit."),
+    ] = False,
     format: FormatOption = OutputFormat.table,
     config: ConfigOption = None,
 ) -> None:
     """Run the duplicate-record-key audit over the whole table and record the outcome.
 
-    Exits 1 when a key appears more than once, so a scheduler can alert on it.
+    Exits 1 when a key appears more than once, so a scheduler can alert on it. With --repair,
+    the first-landed copy of each key stays and the others are deleted in one commit that the
+    ledger records; a passing check or a repair releases a table its `fail` policy held.
     """
-    from quality.audit import audit_table, record
+    from quality.audit import audit_table, record, repair_duplicates
     from tables.identifiers import validate_table_name
 
     validate_table_name(table)
@@ -225,9 +259,13 @@ def check(
     spark = spark_for(cfg)
     with err.status(f"auditing every record key of {table}…"):
         result = audit_table(spark, spec)
-    record(spark, [result], txn=None)
-    emit(render([result.as_row()], format, title=f"full audit of {table}"))
-    if result.status == "failed":
+    results = [result]
+    if repair and result.status == "failed":
+        with err.status(f"deleting later copies of {result.failing_keys} key(s) in {table}…"):
+            results.append(repair_duplicates(spark, spec, result))
+    record(spark, results, txn=None)
+    emit(render([r.as_row() for r in results], format, title=f"full audit of {table}"))
+    if results[-1].status == "failed":
         raise typer.Exit(EXIT_TERMINAL)
 
 

@@ -48,6 +48,7 @@ def replay(
     written and the error names the batches and files.
     """
     from ingest.replay import assert_sources_present, plan_replay, replay_batch
+    from quality.expectations import ExpectationGate
 
     validate_table_name(table)
     validate_app_id(app_id)
@@ -67,13 +68,14 @@ def replay(
             abort=True,
             err=True,
         )
+    gate = ExpectationGate(spec, cfg.home / "gx") if spec.expectations else None
     results: list[ReplayResult] = []
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
     with Progress(*columns, console=err, transient=True) as progress:
         task = progress.add_task("replaying batches", total=len(plans))
         mode: ReplayMode = "replace" if replace else "replay"
         for plan in plans:
-            results.append(replay_batch(spark, spec, plan, mode=mode, dry_run=dry_run))
+            results.append(replay_batch(spark, spec, plan, mode=mode, dry_run=dry_run, gate=gate))
             progress.advance(task)
     rows = [
         {

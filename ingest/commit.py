@@ -20,15 +20,15 @@ import hashlib
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from itertools import count
 from typing import TYPE_CHECKING, Any, Literal
 
 from pyspark import StorageLevel
-from pyspark.sql import Column, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import MapType, StructType
+from pyspark.sql.types import StructType
 
 from ingest.decisions import (
     SOURCE_ALIAS,
@@ -41,7 +41,17 @@ from ingest.decisions import (
     is_content_conflict,
     should_retry,
 )
-from quality.malformed import CORRUPT_COLUMN, SOURCE_FILE_COLUMN, classify
+from quality.audit import CheckResult, checks_from_ledger, record
+from quality.expectations import quarantine_reasons, should_stop, stop_message
+from quality.malformed import (
+    COPY_COLUMN,
+    CORRUPT_COLUMN,
+    ROW_HASH_COLUMN,
+    SOURCE_FILE_COLUMN,
+    classify,
+    classify_rows,
+    landable_rows,
+)
 from quality.quarantine import REASON_COLUMN, ensure_quarantine_table, write_quarantine
 from tables.catalog import require_table, schema_differences
 from tables.errors import (
@@ -49,6 +59,7 @@ from tables.errors import (
     CheckpointLostError,
     CommitConflictError,
     CommitOutcomeUnknownError,
+    ExpectationFailedError,
     LakehouseError,
     SchemaMismatchError,
     TerminalError,
@@ -56,18 +67,25 @@ from tables.errors import (
 )
 from tables.faults import fault_point
 from tables.identifiers import validate_app_id
-from tables.log import CommitMetadata, LedgerEntry, committed_batch, find_ledger_entry
+from tables.log import (
+    USER_METADATA_CONF,
+    CommitMetadata,
+    LedgerEntry,
+    committed_batch,
+    find_ledger_entry,
+)
 from tables.session import clone_session
 from tables.spec import APP_ID_COLUMN, BATCH_ID_COLUMN, INGESTED_AT_COLUMN, TableSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from quality.expectations import ExpectationGate, GateOutcome
+
 BatchStatus = Literal["committed", "skipped", "empty"]
 
 TXN_APP_ID_CONF = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
-USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 READER_COLUMNS = (CORRUPT_COLUMN, SOURCE_FILE_COLUMN)
 _CONFLICT_EXCEPTIONS = frozenset(
     {
@@ -100,6 +118,7 @@ class BatchResult:
     content_hash: str = ""
     attempts: int = 0
     note: str = ""
+    checks: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -110,6 +129,7 @@ class BatchStats:
     rows_rejected: int
     content_hash: str
     files: tuple[str, ...]
+    rows_copies: int = 0
     newest_time: str | None = None
 
 
@@ -121,14 +141,19 @@ def commit_batch(
     batch: DataFrame,
     *,
     source: Mapping[str, Any] | None = None,
+    raw_format: str | None = None,
+    reader_options: Mapping[str, str] | None = None,
+    gate: ExpectationGate | None = None,
     fail_on_rewind: bool = False,
     max_attempts: int = 5,
 ) -> BatchResult:
     """Commit `batch` into `spec`'s table exactly once for (app id, batch id).
 
     `batch` has the spec's data columns, optionally with the reader's corrupt-record and
-    source-file columns. `source` describes where the batch came from (merged into the ledger
-    entry). With `fail_on_rewind`, a batch id below the log's marker raises CheckpointLostError
+    source-file columns; `raw_format` and `reader_options` say how the corrupt text was read, so
+    that its quarantine reason can name the fault. `source` describes where the batch came from
+    (merged into the ledger entry). `gate` validates the batch against the table's expectation
+    suite. With `fail_on_rewind`, a batch id below the log's marker raises CheckpointLostError
     instead of being skipped: a stream uses this to detect a lost or rewound checkpoint.
     """
     validate_app_id(app_id)
@@ -147,12 +172,14 @@ def commit_batch(
     if action == "skip":
         return _skip_committed(spark, spec, app_id, batch_id, batch, schema, committed)
 
-    cached = batch.persist(StorageLevel.MEMORY_AND_DISK)
+    prepared = prepare_batch(spark, spec, schema, batch, raw_format, reader_options, gate)
     try:
-        classified = classify(cached, schema, spec.keys)
-        stats = batch_stats(classified, schema, spec.dedup_column)
+        stats = prepared.stats
         if stats.rows == 0:
             return BatchResult(spec.name, app_id, batch_id, "empty", note="empty batch, no commit")
+        if prepared.gate is not None and should_stop(prepared.gate):
+            record(spark, _gate_results(spec, app_id, batch_id, prepared.gate), txn=None)
+            raise ExpectationFailedError(stop_message(prepared.gate, spec.name, app_id, batch_id))
         ingested_at = datetime.now(UTC)
         meta = CommitMetadata(
             app_id=app_id,
@@ -162,23 +189,87 @@ def commit_batch(
             rows_quarantined=stats.rows_rejected,
             content_hash=stats.content_hash,
             commit_token=uuid.uuid4().hex,
+            checks=tuple(prepared.gate.records()) if prepared.gate is not None else (),
         )
+        rows = prepared.rows
         if stats.rows_rejected:
             ensure_quarantine_table(spark, spec)
-            rejected = classified.filter(F.col(REASON_COLUMN).isNotNull())
+            rejected = rows.filter(F.col(REASON_COLUMN).isNotNull())
             write_quarantine(rejected, spec, app_id, batch_id, ingested_at)
-        valid = classified.filter(F.col(REASON_COLUMN).isNull())
         merge_source = with_lineage(
-            dedup_on_keys(valid.select(*schema.fieldNames()), spec.keys, schema),
-            app_id,
-            batch_id,
-            ingested_at,
+            rows.filter(landable_rows()).select(*schema.fieldNames()), app_id, batch_id, ingested_at
         )
         window = time_window(spec, schema, stats)
         condition = dedup_condition(spec.dedup, spec.keys, app_id, batch_id, window)
         return _merge_with_retries(spark, spec, meta, merge_source, condition, max_attempts)
     finally:
-        cached.unpersist()
+        prepared.classified.unpersist()
+
+
+@dataclass(frozen=True)
+class PreparedBatch:
+    """A batch classified once (persisted), validated, with its figures: ready to write."""
+
+    classified: DataFrame
+    rows: DataFrame
+    stats: BatchStats
+    gate: GateOutcome | None
+
+
+def prepare_batch(
+    spark: SparkSession,
+    spec: TableSpec,
+    schema: StructType,
+    batch: DataFrame,
+    raw_format: str | None = None,
+    reader_options: Mapping[str, str] | None = None,
+    gate: ExpectationGate | None = None,
+) -> PreparedBatch:
+    """Classify and persist a batch, run its expectations, and count it: the same on every replay.
+
+    The classified rows are persisted so every later step (validation, counts, quarantine, MERGE)
+    sees the same rows, even from a non-deterministic source. The caller unpersists `classified`.
+    """
+    classified = classify(batch, schema, spec.keys, raw_format, reader_options).persist(
+        StorageLevel.MEMORY_AND_DISK
+    )
+    try:
+        stats = batch_stats(classified, schema, spec.dedup_column)
+        if gate is None or stats.rows == stats.rows_rejected:
+            return PreparedBatch(classified, classified, stats, None)
+        landable = classified.filter(landable_rows()).select(*schema.fieldNames(), ROW_HASH_COLUMN)
+        outcome = gate.validate(landable)
+        reasons = quarantine_reasons(outcome)
+        rows = with_gate_reasons(spark, classified, reasons)
+        stats = replace(stats, rows_rejected=stats.rows_rejected + len(reasons))
+        return PreparedBatch(classified, rows, stats, outcome)
+    except BaseException:
+        classified.unpersist()
+        raise
+
+
+def with_gate_reasons(
+    spark: SparkSession, classified: DataFrame, reasons: Mapping[int, str]
+) -> DataFrame:
+    """Give landable rows a `quarantine` expectation rejected (by row hash) their reason."""
+    if not reasons:
+        return classified
+    rejected = spark.createDataFrame(
+        list(reasons.items()), f"{ROW_HASH_COLUMN} BIGINT, _lh_gate_reason STRING"
+    )
+    joined = classified.join(F.broadcast(rejected), on=ROW_HASH_COLUMN, how="left")
+    reason = (
+        F.when(landable_rows(), F.col("_lh_gate_reason"))
+        .otherwise(F.col(REASON_COLUMN))
+        .alias(REASON_COLUMN)
+    )
+    return joined.select(*[reason if c == REASON_COLUMN else F.col(c) for c in classified.columns])
+
+
+def _gate_results(
+    spec: TableSpec, app_id: str, batch_id: int, outcome: GateOutcome
+) -> list[CheckResult]:
+    return checks_from_ledger(spec.name, app_id, batch_id, None, tuple(outcome.records()))
 
 
 def assert_batch_schema(actual: StructType, expected: StructType, table: str) -> None:
@@ -211,14 +302,13 @@ def batch_stats(
     same rows give the same hash whatever the partitioning of a re-read. With `time_column`, the
     valid rows' newest value of that column comes along, as text in the session time zone.
     """
-    columns = [c for c in classified.columns if c in (*schema.fieldNames(), CORRUPT_COLUMN)]
-    types = {f.name: f.dataType for f in schema.fields}
-    row_hash = F.xxhash64(*[_hashable(F.col(c), types.get(c)) for c in columns])
     aggregates = [
         F.count(F.lit(1)).alias("rows"),
-        F.sum(row_hash.cast("decimal(38,0)")).alias("hash_sum"),
+        F.sum(F.col(ROW_HASH_COLUMN).cast("decimal(38,0)")).alias("hash_sum"),
         F.sum(F.when(F.col(REASON_COLUMN).isNotNull(), 1).otherwise(0)).alias("rejected"),
     ]
+    if COPY_COLUMN in classified.columns:
+        aggregates.append(F.sum(F.col(COPY_COLUMN).cast("int")).alias("copies"))
     if SOURCE_FILE_COLUMN in classified.columns:
         aggregates.append(F.collect_set(SOURCE_FILE_COLUMN).alias("files"))
     if time_column is not None:
@@ -231,6 +321,7 @@ def batch_stats(
     return BatchStats(
         rows=rows,
         rows_rejected=int(row["rejected"] or 0),
+        rows_copies=int(row.get("copies") or 0),
         content_hash=digest,
         files=tuple(sorted(row.get("files") or ())),
         newest_time=row.get("newest"),
@@ -260,21 +351,6 @@ def files_source(files: tuple[str, ...]) -> dict[str, Any]:
     return {"kind": "files", "files": list(files)} if files else {}
 
 
-def dedup_on_keys(valid: DataFrame, keys: tuple[str, ...], schema: StructType) -> DataFrame:
-    """Keep one row per record key, deterministically: the smallest row by value.
-
-    Resent rows are usually identical; when two rows share a key but differ, the choice must not
-    depend on partitioning, or a retried batch could land a different row than its first try.
-    """
-    others = [f for f in schema.fields if f.name not in keys]
-    if not others or any(isinstance(f.dataType, MapType) for f in others):
-        return valid.dropDuplicates(list(keys))
-    picked = valid.groupBy(*keys).agg(F.min(F.struct(*[f.name for f in others])).alias("_lh_row"))
-    return picked.select(
-        *[F.col(k) if k in keys else F.col(f"_lh_row.{k}").alias(k) for k in schema.fieldNames()]
-    )
-
-
 def with_lineage(rows: DataFrame, app_id: str, batch_id: int, ingested_at: datetime) -> DataFrame:
     """Prefix the lineage columns: app id, batch id and the batch's ingestion time."""
     return rows.select(
@@ -297,10 +373,6 @@ def error_kind_of(exc: BaseException) -> LakehouseError:
     return TerminalError(f"commit failed: {first_line(exc)}")
 
 
-def _hashable(column: Column, data_type: object) -> Column:
-    return F.to_json(column) if isinstance(data_type, MapType) else column
-
-
 def _skip_committed(
     spark: SparkSession,
     spec: TableSpec,
@@ -320,7 +392,7 @@ def _skip_committed(
             "skipped",
             note=f"{note}; ledger entry no longer in history, content not verified",
         )
-    incoming = batch_stats(classify(batch, schema, spec.keys), schema)
+    incoming = batch_stats(classify_rows(batch, schema, spec.keys), schema)
     if is_content_conflict(incoming.content_hash, entry.meta.content_hash):
         raise BatchContentMismatchError(
             f"batch {batch_id} of app id {app_id!r} is already committed in {spec.name} "
@@ -452,4 +524,5 @@ def result_from_entry(
         content_hash=entry.meta.content_hash,
         attempts=attempts,
         note=note,
+        checks=entry.meta.checks,
     )

@@ -20,7 +20,7 @@ from ingest.sources import FileSource
 from ingest.triggers import parse_trigger
 from tables.errors import ConfigError
 from tables.identifiers import validate_app_id, validate_table_name
-from tables.spec import DEFAULT_REPLAY_WINDOW, TableSpec, parse_interval
+from tables.spec import DEFAULT_REPLAY_WINDOW, ExpectationSpec, TableSpec, parse_interval
 
 DEFAULT_CONFIG = Path("lakehouse.toml")
 _TOP_KEYS = {"lakehouse", "tables", "pipelines"}
@@ -33,7 +33,10 @@ _TABLE_KEYS = {
     "dedup",
     "dedup_column",
     "dedup_window",
+    "expectations",
+    "audit_policy",
 }
+_EXPECTATION_KEYS = {"check", "column", "action", "min", "max", "values", "pattern", "type"}
 _PIPELINE_KEYS = {"table", "app_id", "trigger", "checkpoint", "source"}
 _SOURCE_KEYS = {"kind", "format", "path", "options", "max_files_per_trigger"}
 
@@ -156,7 +159,37 @@ def _table(name: str, body: Any, replay_window: timedelta, where: str) -> TableS
             if "dedup_window" in body
             else None
         ),
+        expectations=_expectations(name, body.get("expectations", []), where),
+        audit_policy=_string(body.get("audit_policy", "warn"), f"{where} audit_policy"),  # type: ignore[arg-type]
     )
+
+
+def _expectations(table: str, value: Any, where: str) -> tuple[ExpectationSpec, ...]:
+    """Parse `[[tables.<name>.expectations]]` entries: check, column, action and arguments."""
+    if not isinstance(value, list):
+        raise ConfigError(f"{where} expectations: expected an array of tables")
+    parsed = []
+    for index, raw in enumerate(value):
+        at = f"{where} expectations[{index}]"
+        body = _mapping(raw, at)
+        _check_keys(body, _EXPECTATION_KEYS, at)
+        for required in ("check", "column"):
+            if required not in body:
+                raise ConfigError(f"{at}: missing required key {required!r}")
+        parsed.append(
+            ExpectationSpec(
+                table=table,
+                check=_string(body["check"], f"{at} check"),  # type: ignore[arg-type]
+                column=_string(body["column"], f"{at} column"),
+                action=_string(body.get("action", "warn"), f"{at} action"),  # type: ignore[arg-type]
+                params={k: v for k, v in body.items() if k not in ("check", "column", "action")},
+            )
+        )
+    names = [e.name for e in parsed]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ConfigError(f"{where} expectations: declared twice: {repeated}")
+    return tuple(parsed)
 
 
 def _pipeline(

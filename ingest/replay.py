@@ -19,32 +19,29 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal
 
-from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
 from ingest.commit import (
-    USER_METADATA_CONF,
-    batch_stats,
-    dedup_on_keys,
+    prepare_batch,
     run_merge,
     time_window,
     with_lineage,
 )
 from ingest.decisions import batch_scope, dedup_condition
 from ingest.sources import FileSource, read_files
-from quality.malformed import classify
-from quality.quarantine import REASON_COLUMN
+from quality.malformed import landable_rows
 from tables.catalog import require_table
 from tables.errors import ConfigError, TerminalError
 from tables.faults import fault_point
 from tables.identifiers import validate_app_id
-from tables.log import CommitMetadata, LedgerEntry, read_ledger
+from tables.log import USER_METADATA_CONF, CommitMetadata, LedgerEntry, read_ledger
 from tables.session import hadoop_path
 from tables.spec import APP_ID_COLUMN, BATCH_ID_COLUMN
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from quality.expectations import ExpectationGate
     from tables.spec import TableSpec
 
 ReplayMode = Literal["replay", "replace"]
@@ -153,38 +150,31 @@ def replay_batch(
     *,
     mode: ReplayMode = "replay",
     dry_run: bool = False,
+    gate: ExpectationGate | None = None,
 ) -> ReplayResult:
     """Re-read one batch's files and re-apply them to the table (or measure it, if `dry_run`)."""
     schema = spec.data_schema(spark)
     app_id = plan.entry.meta.app_id
     frame = read_files(spark, plan.source, schema, list(plan.files))
-    cached = frame.persist(StorageLevel.MEMORY_AND_DISK)
+    prepared = prepare_batch(
+        spark, spec, schema, frame, plan.source.format, plan.source.options, gate
+    )
     try:
-        classified = classify(cached, schema, spec.keys)
-        valid = classified.filter(F.col(REASON_COLUMN).isNull()).select(*schema.fieldNames())
-        rows = dedup_on_keys(valid, spec.keys, schema).persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            stats = batch_stats(classified, schema, spec.dedup_column)
-            total = rows.count()
-            rejected = stats.rows_rejected
-            if dry_run:
-                present = _rows_present(spark, spec, app_id, plan.batch_id, rows)
-                return ReplayResult(
-                    plan.batch_id,
-                    total,
-                    total - present,
-                    present,
-                    rows_rejected=rejected,
-                    dry_run=True,
-                )
-            condition = dedup_condition(
-                spec.dedup, spec.keys, app_id, plan.batch_id, time_window(spec, schema, stats)
+        stats = prepared.stats
+        rows = prepared.rows.filter(landable_rows()).select(*schema.fieldNames())
+        total = stats.rows - stats.rows_rejected - stats.rows_copies
+        rejected = stats.rows_rejected
+        if dry_run:
+            present = _rows_present(spark, spec, app_id, plan.batch_id, rows)
+            return ReplayResult(
+                plan.batch_id, total, total - present, present, rows_rejected=rejected, dry_run=True
             )
-            return _apply(spark, spec, plan, rows, total, rejected, mode, condition)
-        finally:
-            rows.unpersist()
+        condition = dedup_condition(
+            spec.dedup, spec.keys, app_id, plan.batch_id, time_window(spec, schema, stats)
+        )
+        return _apply(spark, spec, plan, rows, total, rejected, mode, condition)
     finally:
-        cached.unpersist()
+        prepared.classified.unpersist()
 
 
 def _rows_present(

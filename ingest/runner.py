@@ -9,16 +9,35 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ingest.commit import BatchResult, commit_batch
 from ingest.decisions import is_checkpoint_lost
 from ingest.sources import read_stream
 from ingest.triggers import parse_trigger
-from quality.audit import AuditResult, audit_commit, is_recorded, record
+from quality.audit import (
+    CheckResult,
+    audit_commit,
+    checks_from_ledger,
+    held_by,
+    is_recorded,
+    record,
+    repair_duplicates,
+    should_hold,
+    should_repair,
+)
+from quality.expectations import ExpectationGate
 from quality.quarantine import ensure_quarantine_table
 from tables.catalog import ensure_table
-from tables.errors import CheckpointLostError, LakehouseError, TerminalError, first_line
+from tables.errors import (
+    CheckpointLostError,
+    DuplicatesFoundError,
+    LakehouseError,
+    TerminalError,
+    first_line,
+)
+from tables.faults import fault_point
 from tables.log import committed_batch
 from tables.session import hadoop_path
 
@@ -39,7 +58,8 @@ class RunReport:
     app_id: str
     table: str
     results: list[BatchResult] = field(default_factory=list)
-    audits: list[AuditResult] = field(default_factory=list)
+    audits: list[CheckResult] = field(default_factory=list)
+    docs_url: str | None = None
 
     def count(self, status: str) -> int:
         """How many batches ended with `status`."""
@@ -56,26 +76,58 @@ class RunReport:
         return sum(r.rows_quarantined for r in self.results)
 
     @property
-    def failed_audits(self) -> list[AuditResult]:
-        """The post-commit audits of this run that found duplicate record keys."""
+    def failed_audits(self) -> list[CheckResult]:
+        """The post-commit checks of this run that found duplicate keys or failing rows."""
         return [a for a in self.audits if a.status == "failed"]
 
 
 def audit_after_commit(
     spark: SparkSession, spec: TableSpec, result: BatchResult
-) -> AuditResult | None:
-    """Audit a batch's record keys after its commit and record the outcome, once per batch.
+) -> list[CheckResult]:
+    """Audit a batch's record keys after its commit, apply the audit policy, record the outcomes.
 
-    A batch skipped as already committed is audited only if its audit was never recorded (the
-    process stopped between the commit and the audit).
+    The batch's expectation outcomes (carried in its ledger entry) are recorded in the same
+    append, once per batch. A batch skipped as already committed is audited only if its audit was
+    never recorded (the process stopped between the commit and the audit). Under the `fail`
+    policy a finding raises DuplicatesFoundError after it is recorded.
     """
     if result.status == "empty":
-        return None
+        return []
     if result.status == "skipped" and is_recorded(spark, spec.name, result.app_id, result.batch_id):
-        return None
+        return []
+    fault_point("before_audit", result.batch_id)
     audit = audit_commit(spark, spec, result.app_id, result.batch_id, result.version)
-    record(spark, [audit], txn=(f"audit.{spec.name}.{result.app_id}", result.batch_id))
-    return audit
+    results = [
+        audit,
+        *checks_from_ledger(
+            spec.name, result.app_id, result.batch_id, result.version, result.checks
+        ),
+    ]
+    if should_repair(audit):
+        results.append(repair_duplicates(spark, spec, audit))
+    record(spark, results, txn=(f"audit.{spec.name}.{result.app_id}", result.batch_id))
+    if should_hold(audit):
+        raise DuplicatesFoundError(held_message(spec.name, audit.as_row()))
+    return results
+
+
+def held_message(table: str, finding: dict[str, Any]) -> str:
+    """The one-line error for a table held by a duplicate finding under the `fail` policy."""
+    samples = ", ".join(finding.get("sample_keys") or [])
+    return (
+        f"table {table} holds {finding['failing_keys']} record key(s) twice (e.g. {samples}), "
+        f"found by the audit of batch {finding['batch_id']} of app id {finding['app_id']!r}; its "
+        f"audit policy is fail, so ingestion is held: run `lakehouse check {table} --full "
+        "--repair` to delete the later copies, or fix the table and run `lakehouse check "
+        f"{table} --full`"
+    )
+
+
+def assert_not_held(spark: SparkSession, spec: TableSpec) -> None:
+    """Raise DuplicatesFoundError if the table's latest duplicate audit holds it."""
+    finding = held_by(spark, spec.name)
+    if finding is not None:
+        raise DuplicatesFoundError(held_message(spec.name, finding))
 
 
 def checkpoint_has_offsets(spark: SparkSession, checkpoint: str) -> bool:
@@ -106,15 +158,22 @@ def run_pipeline(
     *,
     trigger: str | None = None,
     on_batch: BatchCallback | None = None,
-    on_audit: Callable[[AuditResult], None] | None = None,
+    on_audit: Callable[[CheckResult], None] | None = None,
+    quality_dir: Path | None = None,
 ) -> RunReport:
-    """Run a pipeline until its trigger says stop (available-now) or until interrupted."""
+    """Run a pipeline until its trigger says stop (available-now) or until interrupted.
+
+    `quality_dir` is where Great Expectations keeps its suites, validation results and Data
+    Docs; without it, validations are not kept and no docs are built.
+    """
     trigger_args = parse_trigger(trigger or pipeline.trigger)
     if not _path_exists(spark, pipeline.source.path):
         raise TerminalError(f"landing directory {pipeline.source.path} does not exist")
     ensure_table(spark, spec)
     ensure_quarantine_table(spark, spec)
     assert_checkpoint_matches_log(spark, spec, pipeline.app_id, pipeline.checkpoint)
+    assert_not_held(spark, spec)
+    gate = ExpectationGate(spec, quality_dir) if spec.expectations else None
     report = RunReport(pipeline.name, pipeline.app_id, spec.name)
     failures: list[BaseException] = []
 
@@ -127,16 +186,19 @@ def run_pipeline(
                 batch_id,
                 batch,
                 source=pipeline.source.describe(),
+                raw_format=pipeline.source.format,
+                reader_options=pipeline.source.options,
+                gate=gate,
                 fail_on_rewind=True,
             )
+            report.results.append(result)
+            if on_batch is not None:
+                on_batch(result)
+            audits = audit_after_commit(batch.sparkSession, spec, result)
         except BaseException as exc:
             failures.append(exc)
             raise
-        report.results.append(result)
-        if on_batch is not None:
-            on_batch(result)
-        audit = audit_after_commit(batch.sparkSession, spec, result)
-        if audit is not None:
+        for audit in audits:
             report.audits.append(audit)
             if on_audit is not None:
                 on_audit(audit)
@@ -160,6 +222,9 @@ def run_pipeline(
             raise failures[0] from exc
         cause = failures[0] if failures else exc
         raise TerminalError(f"stream {pipeline.name} failed: {first_line(cause)}") from exc
+    finally:
+        if gate is not None and report.results:
+            report.docs_url = gate.build_docs()
     return report
 
 

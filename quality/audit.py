@@ -1,10 +1,19 @@
-"""The post-commit duplicate audit, and the quality results table analysts can query by name.
+"""The post-commit duplicate audit, its policies, and the quality results table.
 
 After a batch commits, its record keys are checked in the table: a key that appears more than once
-means a resend the MERGE did not match (a `batch` dedup scope, or a resend older than the `window`).
-The check starts from the commit's own rows (found through the lineage columns, so file skipping
-applies) and counts those keys over the whole table, reading only the key columns: it is not
-bounded by the dedup window, since catching what the window let through is its purpose.
+means a resend the MERGE did not match (a `batch` dedup scope, a resend older than the `window`,
+or a writer outside this project). The check is scoped so that its cost follows the batch, not
+the table:
+1. the commit's own rows are found through the lineage columns (literal app id and batch id, so
+   Delta skips every file of other batches), and give the batch's keys and their min/max;
+2. the table is read only where each key column lies within the batch's min/max, which Delta's
+   data skipping turns into a handful of files when keys are clustered (sequential or time-ordered
+   ids, or a table Z-ordered by key), and joined with the batch's keys.
+The number of files both reads opened is recorded with the result.
+
+What happens on a finding is the table's audit policy: `warn` records it; `fail` records it and
+holds the table (further runs stop until an operator repairs it or a full check passes); `repair`
+deletes the later copies of each key in a follow-up commit that the ledger records as `repair`.
 
 Each outcome is appended to `lakehouse_quality` once per (table, app id, batch id): the append
 carries Delta's per-write txn options, so a re-run batch does not record its audit twice.
@@ -12,17 +21,24 @@ carries Delta's per-write txn options, so a re-run batch does not record its aud
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from functools import reduce
 from typing import TYPE_CHECKING, Any, Literal
 
+from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from tables.catalog import create_table
-from tables.spec import APP_ID_COLUMN, BATCH_ID_COLUMN, parse_struct
+from tables.log import USER_METADATA_CONF, CommitMetadata
+from tables.scan import files_scanned
+from tables.session import clone_session
+from tables.spec import APP_ID_COLUMN, BATCH_ID_COLUMN, INGESTED_AT_COLUMN, parse_struct
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
     from tables.spec import TableSpec
 
@@ -30,15 +46,17 @@ QUALITY_TABLE = "lakehouse_quality"
 QUALITY_DDL = (
     "table_name STRING NOT NULL, table_version BIGINT, app_id STRING, batch_id BIGINT, "
     "check_name STRING NOT NULL, status STRING NOT NULL, checked_keys BIGINT, "
-    "failing_keys BIGINT, sample_keys ARRAY<STRING>, checked_at TIMESTAMP NOT NULL"
+    "failing_keys BIGINT, sample_keys ARRAY<STRING>, checked_at TIMESTAMP NOT NULL, "
+    "action STRING, files_read BIGINT"
 )
 DUPLICATE_KEYS_CHECK = "duplicate_record_keys"
+REPAIR_APP_ID = "lakehouse-repair"
 SAMPLE_SIZE = 5
-CheckStatus = Literal["passed", "failed"]
+CheckStatus = Literal["passed", "failed", "repaired"]
 
 
 @dataclass(frozen=True)
-class AuditResult:
+class CheckResult:
     """One check's outcome for one commit (or for the whole table)."""
 
     table: str
@@ -50,6 +68,8 @@ class AuditResult:
     app_id: str | None = None
     batch_id: int | None = None
     version: int | None = None
+    action: str | None = None
+    files_read: int | None = None
 
     def as_row(self) -> dict[str, Any]:
         """The row recorded in the quality table."""
@@ -64,6 +84,8 @@ class AuditResult:
             "failing_keys": self.failing_keys,
             "sample_keys": list(self.sample_keys),
             "checked_at": datetime.now(UTC),
+            "action": self.action,
+            "files_read": self.files_read,
         }
 
 
@@ -73,56 +95,193 @@ def quality_table_name(table: str) -> str:
     return f"{database}.{QUALITY_TABLE}" if database else QUALITY_TABLE
 
 
-def duplicate_keys(scope: DataFrame, keys: tuple[str, ...], candidates: DataFrame) -> AuditResult:
+def key_text(keys: tuple[str, ...]) -> Column:
+    """A record key as one string (`a|b`), nulls shown as ∅, for samples."""
+    return F.concat_ws("|", *[F.coalesce(F.col(k).cast("string"), F.lit("∅")) for k in keys])
+
+
+def duplicate_keys(scope: DataFrame, keys: tuple[str, ...], candidates: DataFrame) -> CheckResult:
     """Count `candidates`' distinct keys and those appearing more than once in `scope`."""
     wanted = candidates.select(*keys).distinct()
     counted = scope.join(wanted, on=list(keys), how="left_semi").groupBy(*keys).count()
-    key_text = F.concat_ws("|", *[F.coalesce(F.col(k).cast("string"), F.lit("∅")) for k in keys])
-    row = counted.agg(
+    summary = counted.agg(
         F.count(F.lit(1)).alias("checked"),
         F.sum(F.when(F.col("count") > 1, 1).otherwise(0)).alias("failing"),
         F.slice(
-            F.sort_array(F.collect_list(F.when(F.col("count") > 1, key_text))), 1, SAMPLE_SIZE
+            F.sort_array(F.collect_list(F.when(F.col("count") > 1, key_text(keys)))),
+            1,
+            SAMPLE_SIZE,
         ).alias("sample"),
-    ).collect()[0]
+    )
+    row = summary.collect()[0]
     failing = int(row["failing"] or 0)
-    return AuditResult(
+    return CheckResult(
         table="",
         check=DUPLICATE_KEYS_CHECK,
         status="failed" if failing else "passed",
         checked_keys=int(row["checked"] or 0),
         failing_keys=failing,
         sample_keys=tuple(row["sample"] or ()),
+        files_read=files_scanned(summary),
+    )
+
+
+def commit_rows(spark: SparkSession, spec: TableSpec, app_id: str, batch_id: int) -> DataFrame:
+    """The rows one commit inserted, found through the lineage columns (file skipping applies)."""
+    return spark.table(spec.name).where(
+        (F.col(APP_ID_COLUMN) == app_id) & (F.col(BATCH_ID_COLUMN) == batch_id)
+    )
+
+
+def key_ranges(batch: DataFrame, keys: tuple[str, ...]) -> tuple[dict[str, tuple[Any, Any]], int]:
+    """Each key column's min and max over a commit's rows, and the files that read opened."""
+    bounds = batch.agg(
+        *[F.min(k).alias(f"min_{k}") for k in keys], *[F.max(k).alias(f"max_{k}") for k in keys]
+    )
+    row = bounds.collect()[0]
+    return {k: (row[f"min_{k}"], row[f"max_{k}"]) for k in keys}, files_scanned(bounds)
+
+
+def within_ranges(ranges: Mapping[str, tuple[Any, Any]]) -> Column:
+    """A predicate Delta's data skipping can use: every key column within the batch's bounds."""
+    return reduce(
+        lambda left, right: left & right,
+        [F.col(k).between(F.lit(low), F.lit(high)) for k, (low, high) in ranges.items()],
     )
 
 
 def audit_commit(
     spark: SparkSession, spec: TableSpec, app_id: str, batch_id: int, version: int | None
-) -> AuditResult:
+) -> CheckResult:
     """Check that no record key of one committed batch appears twice in the table."""
-    table = spark.table(spec.name)
-    batch = table.where((F.col(APP_ID_COLUMN) == app_id) & (F.col(BATCH_ID_COLUMN) == batch_id))
-    result = duplicate_keys(table, spec.keys, batch)
-    return replace(result, table=spec.name, app_id=app_id, batch_id=batch_id, version=version)
+    batch = commit_rows(spark, spec, app_id, batch_id)
+    ranges, bounds_files = key_ranges(batch, spec.keys)
+    if any(low is None for low, _ in ranges.values()):
+        result = CheckResult("", DUPLICATE_KEYS_CHECK, "passed", 0, 0, (), files_read=0)
+    else:
+        scope = spark.table(spec.name).where(within_ranges(ranges))
+        result = duplicate_keys(scope, spec.keys, batch)
+    return replace(
+        result,
+        table=spec.name,
+        app_id=app_id,
+        batch_id=batch_id,
+        version=version,
+        action=spec.audit_policy,
+        files_read=(result.files_read or 0) + bounds_files,
+    )
 
 
-def audit_table(spark: SparkSession, spec: TableSpec) -> AuditResult:
+def audit_table(spark: SparkSession, spec: TableSpec) -> CheckResult:
     """The same check over every key of the table (`lakehouse check --full`)."""
     table = spark.table(spec.name)
-    return replace(duplicate_keys(table, spec.keys, table), table=spec.name)
+    result = duplicate_keys(table, spec.keys, table)
+    return replace(result, table=spec.name, action=spec.audit_policy)
 
 
-def record(spark: SparkSession, results: list[AuditResult], *, txn: tuple[str, int] | None) -> None:
+def should_hold(result: CheckResult) -> bool:
+    """True if a finding must stop the table's pipelines (the `fail` policy)."""
+    return result.status == "failed" and result.action == "fail"
+
+
+def should_repair(result: CheckResult) -> bool:
+    """True if a finding is to be repaired by deleting the later copies (the `repair` policy)."""
+    return result.status == "failed" and result.action == "repair"
+
+
+def repair_duplicates(spark: SparkSession, spec: TableSpec, audit: CheckResult) -> CheckResult:
+    """Delete every copy but the first-landed of the audited keys, in one commit.
+
+    The first-landed copy (earliest ingestion time, then app id and batch id) stays: it is what
+    readers have seen longest. With an audit of one commit only that commit's keys are repaired;
+    with a full-table audit (no batch id), every duplicated key. The MERGE deletes the other
+    copies by (key, app id, batch id), which identifies one row, and records a `repair` ledger
+    entry; re-running it finds nothing to do.
+    """
+    from delta.tables import DeltaTable
+
+    if audit.app_id is not None and audit.batch_id is not None:
+        batch = commit_rows(spark, spec, audit.app_id, audit.batch_id)
+        ranges, _ = key_ranges(batch, spec.keys)
+        if any(low is None for low, _ in ranges.values()):
+            return replace(audit, status="passed")
+        scope = spark.table(spec.name).where(within_ranges(ranges))
+        rows = scope.join(batch.select(*spec.keys).distinct(), on=list(spec.keys), how="left_semi")
+    else:
+        rows = spark.table(spec.name)
+    order = Window.partitionBy(*spec.keys).orderBy(
+        INGESTED_AT_COLUMN, APP_ID_COLUMN, BATCH_ID_COLUMN
+    )
+    extras = (
+        rows.select(
+            *spec.keys, APP_ID_COLUMN, BATCH_ID_COLUMN, F.row_number().over(order).alias("copy")
+        )
+        .where(F.col("copy") > 1)
+        .drop("copy")
+    )
+    meta = CommitMetadata(
+        app_id=audit.app_id or REPAIR_APP_ID,
+        batch_id=audit.batch_id if audit.batch_id is not None else (audit.version or 0),
+        source={"kind": "repair", "check": audit.check, "keys": list(audit.sample_keys)},
+        rows_read=0,
+        rows_quarantined=0,
+        content_hash="",
+        commit_token=uuid.uuid4().hex,
+        kind="repair",
+    )
+    clone = clone_session(spark)
+    clone.conf.set(USER_METADATA_CONF, meta.to_json())
+    on = " AND ".join(f"t.`{c}` <=> s.`{c}`" for c in (*spec.keys, APP_ID_COLUMN, BATCH_ID_COLUMN))
+    (
+        DeltaTable.forName(clone, spec.name)
+        .alias("t")
+        .merge(extras.alias("s"), on)
+        .whenMatchedDelete()
+        .execute()
+    )
+    return replace(audit, status="repaired", action="repair")
+
+
+def record(spark: SparkSession, results: list[CheckResult], *, txn: tuple[str, int] | None) -> None:
     """Append results to the quality table; with `txn` (app id, version), at most once."""
     if not results:
         return
     name = quality_table_name(results[0].table)
     schema = parse_struct(QUALITY_DDL)
     create_table(spark, name, schema)
-    writer = spark.createDataFrame([r.as_row() for r in results], schema).write.format("delta")
+    writer = (
+        spark.createDataFrame([r.as_row() for r in results], schema)
+        .write.format("delta")
+        .option("mergeSchema", "true")
+    )
     if txn is not None:
         writer = writer.option("txnAppId", txn[0]).option("txnVersion", txn[1])
     writer.mode("append").saveAsTable(name)
+
+
+def checks_from_ledger(
+    table: str,
+    app_id: str,
+    batch_id: int,
+    version: int | None,
+    checks: tuple[Mapping[str, Any], ...],
+) -> list[CheckResult]:
+    """The expectation outcomes a commit carried in its ledger entry, as results to record."""
+    return [
+        CheckResult(
+            table=table,
+            check=str(c.get("check")),
+            status="passed" if c.get("status") == "passed" else "failed",
+            checked_keys=int(c.get("checked") or 0),
+            failing_keys=int(c.get("failing") or 0),
+            sample_keys=tuple(str(s) for s in c.get("sample") or ()),
+            app_id=app_id,
+            batch_id=batch_id,
+            version=version,
+            action=str(c.get("action")) if c.get("action") else None,
+        )
+        for c in checks
+    ]
 
 
 def is_recorded(spark: SparkSession, table: str, app_id: str, batch_id: int) -> bool:
@@ -136,6 +295,27 @@ def is_recorded(spark: SparkSession, table: str, app_id: str, batch_id: int) -> 
         & (F.col("batch_id") == batch_id)
     )
     return bool(found.limit(1).count())
+
+
+def held_by(spark: SparkSession, table: str) -> dict[str, Any] | None:
+    """The duplicate finding holding a `fail`-policy table, if its latest audit verdict is one.
+
+    A later passing full check (`lakehouse check TABLE --full`) or a repair releases the table.
+    """
+    name = quality_table_name(table)
+    if not spark.catalog.tableExists(name):
+        return None
+    latest = (
+        spark.table(name)
+        .where((F.col("table_name") == table) & (F.col("check_name") == DUPLICATE_KEYS_CHECK))
+        .orderBy(F.col("checked_at").desc())
+        .limit(1)
+        .collect()
+    )
+    if not latest:
+        return None
+    row = latest[0].asDict()
+    return row if row["status"] == "failed" and row.get("action") == "fail" else None
 
 
 def recent_results(spark: SparkSession, table: str, limit: int) -> list[dict[str, Any]]:

@@ -1,55 +1,179 @@
-"""Classify each input row as landable or rejected, with a reason, from the row alone.
+"""Classify each input row as landable, a copy, or rejected with a reason that names the fault.
 
 A row is rejected if the reader could not parse it against the table schema (the reader's
-corrupt-record column is set), if a record key column is null, or if a column the schema declares
-NOT NULL is null. The decision depends on nothing but the row, so it is the same on every replay.
+corrupt-record column is set), if a record key is null or blank, if a NOT NULL column is null, if
+a floating-point column holds an infinity or NaN (JSON and CSV readers turn `1e400` into
+Infinity without complaint), or if another row of the batch has the same record key with
+different content. Exact copies of a kept row are not rejected: they are the same record, dropped
+and counted. Every decision depends on the batch's rows alone, so a replay of the batch puts each
+row on the same side.
+
+For a row that does not parse, the reason says why, from the raw text: not JSON at all, JSON that
+is not an object, a CSV row with the wrong number of fields (Spark's PERMISSIVE mode would drop
+extra tokens silently without the corrupt-record column), or the first column whose value does
+not convert to its type.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from pyspark.sql import Column
+from pyspark.sql import Column, Window
 from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    DoubleType,
+    FloatType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+)
 
 from quality.quarantine import RAW_COLUMN, REASON_COLUMN, SOURCE_COLUMN
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
-    from pyspark.sql.types import StructType
+    from pyspark.sql.types import DataType
 
 CORRUPT_COLUMN = "_lh_corrupt"
 SOURCE_FILE_COLUMN = "_lh_source_file"
+ROW_HASH_COLUMN = "_lh_row_hash"
+COPY_COLUMN = "_lh_copy"
+#: A quoted CSV field, with backslash or doubled-quote escapes, removed before counting separators.
+_QUOTED_FIELD = r'"(?:[^"\\]|\\.|"")*"'
+_CHECKED_TYPES = (
+    "byte",
+    "short",
+    "integer",
+    "long",
+    "float",
+    "double",
+    "decimal",
+    "boolean",
+    "date",
+    "timestamp",
+    "timestamp_ntz",
+)
 
 
-def rejection_reason(schema: StructType, keys: tuple[str, ...], columns: list[str]) -> Column:
-    """A string column: why the row cannot land, or null if it can.
+def unparsed_reason(
+    schema: StructType, raw_format: str | None, options: Mapping[str, str] | None = None
+) -> Column:
+    """Why the reader's corrupt-record text did not parse, as precisely as the text shows."""
+    raw = F.col(CORRUPT_COLUMN)
+    generic = F.lit("malformed record: does not parse with the table schema")
+    if raw_format == "json":
+        tokens = {f.name: F.get_json_object(raw, f"$.{f.name}") for f in schema.fields}
+        return (
+            F.when(
+                F.get_json_object(raw, "$").isNull(),
+                F.lit("malformed JSON: not valid JSON (truncated or broken)"),
+            )
+            .when(
+                F.json_object_keys(raw).isNull(),
+                F.lit("malformed JSON: the record is an array or a bare value, not an object"),
+            )
+            .otherwise(F.coalesce(type_mismatch(schema, tokens), generic))
+        )
+    if raw_format == "csv":
+        sep = (options or {}).get("sep") or (options or {}).get("delimiter") or ","
+        stripped = F.regexp_replace(raw, _QUOTED_FIELD, "")
+        found = F.size(F.split(stripped, f"\\Q{sep}\\E", -1))
+        expected = len(schema.fields)
+        as_text = StructType([StructField(f.name, StringType()) for f in schema.fields])
+        parsed = F.from_csv(raw, as_text.simpleString(), {"sep": sep})
+        tokens = {f.name: parsed[f.name] for f in schema.fields}
+        return F.when(
+            found != expected,
+            F.concat(
+                F.lit("malformed CSV: "),
+                found.cast("string"),
+                F.lit(f" fields, the table has {expected}"),
+            ),
+        ).otherwise(F.coalesce(type_mismatch(schema, tokens), generic))
+    return generic
+
+
+def type_mismatch(schema: StructType, tokens: Mapping[str, Column]) -> Column:
+    """The first column whose raw value is present but does not convert to its type, or null."""
+    reason: Column | None = None
+    for column in schema.fields:
+        if column.dataType.typeName() not in _CHECKED_TYPES:
+            continue
+        token = tokens[column.name]
+        bad = token.isNotNull() & (F.trim(token) != "") & token.try_cast(column.dataType).isNull()
+        text = F.concat(
+            F.lit(f"wrong type: column {column.name} value '"),
+            F.substring(token, 1, 80),
+            F.lit(f"' is not a {_type_label(column.dataType)}"),
+        )
+        reason = F.when(bad, text) if reason is None else reason.when(bad, text)
+    return reason if reason is not None else F.lit(None).cast("string")
+
+
+def rejection_reason(
+    schema: StructType,
+    keys: tuple[str, ...],
+    columns: list[str],
+    raw_format: str | None = None,
+    options: Mapping[str, str] | None = None,
+) -> Column:
+    """A string column: why the row cannot land, judged from the row alone, or null if it can.
 
     `columns` are the columns present in the batch; the corrupt-record column is used when the
     reader provided one.
     """
-    reason: Column | None = None
-
-    def add(condition: Column, text: str) -> None:
-        nonlocal reason
-        reason = (
-            F.when(condition, F.lit(text))
-            if reason is None
-            else reason.when(condition, F.lit(text))
-        )
-
+    checks: list[tuple[Column, Column]] = []
     if CORRUPT_COLUMN in columns:
-        add(F.col(CORRUPT_COLUMN).isNotNull(), "malformed record: does not parse with the schema")
+        checks.append(
+            (F.col(CORRUPT_COLUMN).isNotNull(), unparsed_reason(schema, raw_format, options))
+        )
     for key in keys:
-        add(F.col(key).isNull(), f"missing record key: {key} is null")
+        checks.append((F.col(key).isNull(), F.lit(f"missing record key: {key} is null")))
+        if isinstance(schema[key].dataType, StringType):
+            checks.append((F.trim(F.col(key)) == "", F.lit(f"blank record key: {key} is empty")))
     for column in schema.fields:
         if not column.nullable and column.name not in keys:
-            add(F.col(column.name).isNull(), f"missing required field: {column.name} is null")
-    return reason if reason is not None else F.lit(None).cast("string")
+            checks.append(
+                (
+                    F.col(column.name).isNull(),
+                    F.lit(f"missing required field: {column.name} is null"),
+                )
+            )
+    for column in schema.fields:
+        if isinstance(column.dataType, DoubleType | FloatType):
+            value = F.col(column.name)
+            checks.append(
+                (
+                    F.isnan(value) | (F.abs(value) == float("inf")),
+                    F.lit(f"out of range: column {column.name} is not a finite number"),
+                )
+            )
+    if not checks:
+        return F.lit(None).cast("string")
+    condition, text = checks[0]
+    reason = F.when(condition, text)
+    for condition, text in checks[1:]:
+        reason = reason.when(condition, text)
+    return reason
 
 
-def classify(batch: DataFrame, schema: StructType, keys: tuple[str, ...]) -> DataFrame:
-    """Add the reason, raw-record and source columns used by both the target and quarantine."""
+def row_hash(schema: StructType, columns: list[str]) -> Column:
+    """A 64-bit hash of a row's data (and corrupt text), the same for the same content."""
+    types = {f.name: f.dataType for f in schema.fields}
+    hashed = [c for c in columns if c in (*schema.fieldNames(), CORRUPT_COLUMN)]
+    return F.xxhash64(*[_hashable(F.col(c), types.get(c)) for c in hashed])
+
+
+def classify_rows(
+    batch: DataFrame,
+    schema: StructType,
+    keys: tuple[str, ...],
+    raw_format: str | None = None,
+    options: Mapping[str, str] | None = None,
+) -> DataFrame:
+    """Add the row-local reason, raw-record, source and row-hash columns (no shuffle)."""
     data_columns = [f.name for f in schema.fields]
     columns = batch.columns
     raw_json = F.to_json(F.struct(*[F.col(c) for c in data_columns]))
@@ -57,7 +181,64 @@ def classify(batch: DataFrame, schema: StructType, keys: tuple[str, ...]) -> Dat
     source = F.col(SOURCE_FILE_COLUMN) if SOURCE_FILE_COLUMN in columns else F.lit(None)
     return batch.select(
         *[F.col(c) for c in columns],
-        rejection_reason(schema, keys, columns).alias(REASON_COLUMN),
+        rejection_reason(schema, keys, columns, raw_format, options).alias(REASON_COLUMN),
         raw.alias(RAW_COLUMN),
         source.cast("string").alias(SOURCE_COLUMN),
+        row_hash(schema, columns).alias(ROW_HASH_COLUMN),
     )
+
+
+def mark_duplicates(classified: DataFrame, schema: StructType, keys: tuple[str, ...]) -> DataFrame:
+    """Among valid rows sharing a record key, keep the smallest; mark copies, reject conflicts.
+
+    The kept row is chosen by value, never by arrival order, so a retried batch keeps the same row
+    whatever its partitioning. A row identical to the kept one is a copy (dropped and counted); a
+    row with the same key and different content is rejected with a reason naming the key.
+    """
+    others = [f for f in schema.fields if f.name not in keys]
+    orderable = others and not any(isinstance(f.dataType, MapType) for f in others)
+    content = F.struct(*[f.name for f in others]) if orderable else F.col(ROW_HASH_COLUMN)
+    valid = F.col(REASON_COLUMN).isNull()
+    window = Window.partitionBy(*[F.col(k) for k in keys], valid).orderBy(
+        content, F.col(ROW_HASH_COLUMN)
+    )
+    rank = F.row_number().over(window)
+    same_as_kept = F.col(ROW_HASH_COLUMN) == F.first(F.col(ROW_HASH_COLUMN)).over(window)
+    key_text = F.concat_ws(", ", *[F.concat(F.lit(f"{k}="), F.col(k).cast("string")) for k in keys])
+    conflict = F.concat(
+        F.lit("conflicting duplicate: record key "),
+        key_text,
+        F.lit(" appears in the batch with different content; the smallest row was kept"),
+    )
+    marked = classified.select(
+        *[c for c in classified.columns if c != REASON_COLUMN],
+        F.when(valid & (rank > 1) & ~same_as_kept, conflict)
+        .otherwise(F.col(REASON_COLUMN))
+        .alias(REASON_COLUMN),
+        (valid & (rank > 1) & same_as_kept).alias(COPY_COLUMN),
+    )
+    return marked.select(*classified.columns, COPY_COLUMN)
+
+
+def classify(
+    batch: DataFrame,
+    schema: StructType,
+    keys: tuple[str, ...],
+    raw_format: str | None = None,
+    options: Mapping[str, str] | None = None,
+) -> DataFrame:
+    """Classify every row of a batch: row-local reasons, then duplicates within the batch."""
+    return mark_duplicates(classify_rows(batch, schema, keys, raw_format, options), schema, keys)
+
+
+def landable_rows() -> Column:
+    """The rows that go into the MERGE: no reason, not a copy of a kept row."""
+    return F.col(REASON_COLUMN).isNull() & ~F.col(COPY_COLUMN)
+
+
+def _hashable(column: Column, data_type: DataType | None) -> Column:
+    return F.to_json(column) if isinstance(data_type, MapType) else column
+
+
+def _type_label(data_type: DataType) -> str:
+    return data_type.simpleString().upper()

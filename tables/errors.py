@@ -62,6 +62,14 @@ class CheckpointLostError(TerminalError):
     """The stream restarted at or below a batch the table already holds for its app id."""
 
 
+class ExpectationFailedError(TerminalError):
+    """A batch broke an expectation whose action is `fail`: nothing of it was committed."""
+
+
+class DuplicatesFoundError(TerminalError):
+    """The post-commit audit found record keys twice under a `fail` policy: the table is held."""
+
+
 class CommitConflictError(TransientError):
     """Delta rejected the commit because a concurrent transaction won; retry after re-reading."""
 

@@ -22,6 +22,7 @@ from tables.errors import ConfigError, InjectedFaultError
 FaultPoint = Literal[
     "before_write",
     "after_commit",
+    "before_audit",
     "mid_quarantine",
 ]
 FaultAction = Literal["raise", "exit", "kill"]

@@ -22,7 +22,8 @@ from tables.catalog import require_table
 from tables.session import jvm_of
 
 LEDGER_FORMAT = 1
-CommitKind = Literal["batch", "replay", "replace", "reset"]
+USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
+CommitKind = Literal["batch", "replay", "replace", "reset", "repair"]
 
 
 @dataclass(frozen=True)
@@ -37,11 +38,13 @@ class CommitMetadata:
     content_hash: str
     commit_token: str
     kind: CommitKind = "batch"
+    checks: tuple[Mapping[str, Any], ...] = ()
 
     def to_json(self) -> str:
         """Serialise to the compact JSON stored in the commit."""
         payload = {"lakehouse": LEDGER_FORMAT, **asdict(self)}
         payload["source"] = dict(self.source)
+        payload["checks"] = [dict(c) for c in self.checks]
         return json.dumps(payload, separators=(",", ":"), sort_keys=True)
 
     @staticmethod
@@ -64,6 +67,7 @@ class CommitMetadata:
             content_hash=str(payload.get("content_hash", "")),
             commit_token=str(payload.get("commit_token", "")),
             kind=payload.get("kind", "batch"),
+            checks=tuple(dict(c) for c in payload.get("checks") or () if isinstance(c, dict)),
         )
 
 

@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from tables.errors import ConfigError, first_line
 from tables.identifiers import validate_column_name, validate_table_name
@@ -37,6 +37,30 @@ DEFAULT_REPLAY_WINDOW = timedelta(days=7)
 #: its batch; `window` rows whose dedup column lies within the window ending at the batch's
 #: newest time.
 DedupScope = Literal["batch", "table", "window"]
+
+#: What the post-commit audit does when it finds a record key twice in the table: `warn` records
+#: it, `fail` records it and stops the table's pipelines until an operator acts, `repair` also
+#: deletes the later copies in a follow-up commit that the ledger records.
+AuditPolicy = Literal["warn", "fail", "repair"]
+
+#: What a failing expectation does to its batch: `warn` commits everything and records the failure,
+#: `quarantine` sends the failing rows to the quarantine table, `fail` commits nothing and stops.
+ExpectationAction = Literal["warn", "quarantine", "fail"]
+
+#: The checks an expectation can declare; each maps to one Great Expectations expectation.
+ExpectationCheck = Literal[
+    "not_null", "unique", "between", "in_set", "regex", "column_exists", "column_type"
+]
+_CHECK_PARAMS: Mapping[str, frozenset[str]] = {
+    "not_null": frozenset(),
+    "unique": frozenset(),
+    "between": frozenset({"min", "max"}),
+    "in_set": frozenset({"values"}),
+    "regex": frozenset({"pattern"}),
+    "column_exists": frozenset(),
+    "column_type": frozenset({"type"}),
+}
+_SCHEMA_CHECKS = frozenset({"column_exists", "column_type"})
 
 #: Properties every target table gets unless its spec overrides them.
 DEFAULT_PROPERTIES: Mapping[str, str] = {
@@ -105,6 +129,73 @@ def validate_txn_retention(properties: Mapping[str, str], replay_window: timedel
 
 
 @dataclass(frozen=True)
+class ExpectationSpec:
+    """One declared rule on a table's rows, and what a batch that breaks it gets.
+
+    Pure data: the quality layer turns it into a Great Expectations expectation. `params` holds
+    the check's arguments (`min`/`max`, `values`, `pattern`, `type`).
+    """
+
+    table: str
+    check: ExpectationCheck
+    column: str
+    action: ExpectationAction = "warn"
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        where = f"table {self.table}: expectation {self.check!r}"
+        if self.check not in _CHECK_PARAMS:
+            raise ConfigError(
+                f"table {self.table}: unknown expectation check {self.check!r}; "
+                f"use one of {sorted(_CHECK_PARAMS)}"
+            )
+        if self.action not in get_args(ExpectationAction):
+            raise ConfigError(
+                f"{where}: action must be one of {get_args(ExpectationAction)}, got {self.action!r}"
+            )
+        validate_column_name(self.column)
+        allowed = _CHECK_PARAMS[self.check]
+        unknown = sorted(set(self.params) - allowed)
+        if unknown:
+            raise ConfigError(f"{where}: unknown argument(s) {unknown}; allowed: {sorted(allowed)}")
+        if self.check in _SCHEMA_CHECKS and self.action == "quarantine":
+            raise ConfigError(f"{where}: checks a column, not rows, so it cannot quarantine")
+        validate_expectation_params(self.check, self.params, where)
+
+    @property
+    def name(self) -> str:
+        """The check's name in results and errors, e.g. `between(amount)`."""
+        return f"{self.check}({self.column})"
+
+
+def validate_expectation_params(check: str, params: Mapping[str, Any], where: str) -> None:
+    """Check the arguments a check needs are there and have the right kind."""
+    if check == "between":
+        bounds = [params.get("min"), params.get("max")]
+        if all(b is None for b in bounds):
+            raise ConfigError(f"{where}: needs min, max or both")
+        if any(
+            b is not None and (isinstance(b, bool) or not isinstance(b, int | float))
+            for b in bounds
+        ):
+            raise ConfigError(f"{where}: min and max must be numbers")
+    if check == "in_set":
+        values = params.get("values")
+        if not isinstance(values, list | tuple) or not values:
+            raise ConfigError(f"{where}: values must be a non-empty list")
+    if check == "regex":
+        pattern = params.get("pattern")
+        if not isinstance(pattern, str) or not pattern:
+            raise ConfigError(f"{where}: pattern must be a non-empty string")
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ConfigError(f"{where}: invalid pattern {pattern!r}: {exc}") from exc
+    if check == "column_type" and not isinstance(params.get("type"), str):
+        raise ConfigError(f"{where}: type must be a Spark type name such as 'DoubleType'")
+
+
+@dataclass(frozen=True)
 class TableSpec:
     """A declared target table: user schema (Spark DDL), record key, partitioning, properties."""
 
@@ -117,6 +208,8 @@ class TableSpec:
     dedup: DedupScope = "batch"
     dedup_column: str | None = None
     dedup_window: timedelta | None = None
+    expectations: tuple[ExpectationSpec, ...] = ()
+    audit_policy: AuditPolicy = "warn"
 
     def __post_init__(self) -> None:
         validate_table_name(self.name)
@@ -132,6 +225,11 @@ class TableSpec:
             raise ConfigError(f"table {self.name}: record key columns repeat: {self.keys}")
         validate_txn_retention(self.properties, self.replay_window)
         validate_dedup(self)
+        if self.audit_policy not in get_args(AuditPolicy):
+            raise ConfigError(
+                f"table {self.name}: audit_policy must be one of {get_args(AuditPolicy)}, "
+                f"got {self.audit_policy!r}"
+            )
 
     @property
     def quarantine_name(self) -> str:
@@ -157,10 +255,17 @@ class TableSpec:
             validate_column_name(column)
             if column.startswith(RESERVED_PREFIX):
                 raise ConfigError(f"table {self.name}: column {column!r} uses the reserved prefix")
-        declared = (*self.keys, *self.partition_by, *filter(None, [self.dedup_column]))
+        declared = (
+            *self.keys,
+            *self.partition_by,
+            *filter(None, [self.dedup_column]),
+            *(e.column for e in self.expectations if e.check != "column_exists"),
+        )
         missing = [c for c in declared if c not in names]
         if missing:
-            raise ConfigError(f"table {self.name}: key/partition columns not in schema: {missing}")
+            raise ConfigError(
+                f"table {self.name}: key, partition or expectation columns not in schema: {missing}"
+            )
         if self.dedup_column is not None:
             kind = schema[self.dedup_column].dataType.typeName()
             if kind not in ("timestamp", "timestamp_ntz", "date"):

@@ -51,7 +51,7 @@ def test_same_batch_twice_lands_once_and_second_is_skipped(
     assert committed_batch(spark, spec.name, "app") == 0
 
 
-def test_duplicate_keys_inside_a_batch_land_once_deterministically(
+def test_copies_in_a_batch_land_once_and_a_conflicting_copy_is_quarantined(
     spark: SparkSession, make_table: MakeTable
 ) -> None:
     spec = make_table()
@@ -61,11 +61,19 @@ def test_duplicate_keys_inside_a_batch_land_once_deterministically(
 
     result = commit_batch(spark, spec, "app", 0, batch.repartition(3))
 
-    assert (result.rows_read, result.rows_inserted, result.rows_duplicate_in_batch) == (4, 2, 2)
+    counts = (
+        result.rows_read,
+        result.rows_inserted,
+        result.rows_duplicate_in_batch,
+        result.rows_quarantined,
+    )
+    assert counts == (4, 2, 1, 1)
     expected = events(spark, [("e1", "u1", 1.0), ("e2", "u2", 2.0)])
     assert_df_equality(
         data(spark, spec.name), expected, ignore_row_order=True, ignore_nullable=True
     )
+    [reason] = [r[0] for r in spark.table(spec.quarantine_name).select("_lh_reason").collect()]
+    assert reason.startswith("conflicting duplicate: record key event_id=e1 appears")
 
 
 def test_empty_batch_makes_no_commit(spark: SparkSession, make_table: MakeTable) -> None:
