@@ -100,10 +100,13 @@ def key_text(keys: tuple[str, ...]) -> Column:
     return F.concat_ws("|", *[F.coalesce(F.col(k).cast("string"), F.lit("∅")) for k in keys])
 
 
-def duplicate_keys(scope: DataFrame, keys: tuple[str, ...], candidates: DataFrame) -> CheckResult:
-    """Count `candidates`' distinct keys and those appearing more than once in `scope`."""
-    wanted = candidates.select(*keys).distinct()
-    counted = scope.join(wanted, on=list(keys), how="left_semi").groupBy(*keys).count()
+def duplicate_keys(
+    scope: DataFrame, keys: tuple[str, ...], candidates: DataFrame | None = None
+) -> CheckResult:
+    """Count `candidates`' distinct keys (all of `scope`'s without) and those twice in `scope`."""
+    if candidates is not None:
+        scope = scope.join(candidates.select(*keys).distinct(), on=list(keys), how="left_semi")
+    counted = scope.groupBy(*keys).count()
     summary = counted.agg(
         F.count(F.lit(1)).alias("checked"),
         F.sum(F.when(F.col("count") > 1, 1).otherwise(0)).alias("failing"),
@@ -174,8 +177,7 @@ def audit_commit(
 
 def audit_table(spark: SparkSession, spec: TableSpec) -> CheckResult:
     """The same check over every key of the table (`lakehouse check --full`)."""
-    table = spark.table(spec.name)
-    result = duplicate_keys(table, spec.keys, table)
+    result = duplicate_keys(spark.table(spec.name), spec.keys)
     return replace(result, table=spec.name, action=spec.audit_policy)
 
 

@@ -14,10 +14,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-_STAGE_NODES = frozenset(
-    {"ShuffleQueryStageExec", "BroadcastQueryStageExec", "TableCacheQueryStageExec"}
-)
-
 
 def files_scanned(frame: DataFrame) -> int:
     """Files read by the last action run on `frame`, summed over all of its file scans."""
@@ -35,7 +31,7 @@ def _plan_nodes(root: Any) -> Iterator[Any]:
         if name == "AdaptiveSparkPlanExec":
             stack.append(node.executedPlan())
             continue
-        if name in _STAGE_NODES:
+        if name.endswith("QueryStageExec"):
             stack.append(node.plan())
             continue
         children = node.children()

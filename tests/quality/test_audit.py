@@ -2,12 +2,29 @@
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Callable
+from pathlib import Path
 
+import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from ingest.commit import commit_batch
-from quality.audit import audit_commit, audit_table, is_recorded, recent_results, record
+from ingest.config import PipelineSpec
+from ingest.runner import run_pipeline
+from ingest.sources import FileSource
+from quality.audit import (
+    audit_commit,
+    audit_table,
+    held_by,
+    is_recorded,
+    recent_results,
+    record,
+    repair_duplicates,
+)
+from tables.errors import DuplicatesFoundError
+from tables.log import read_ledger
 from tables.spec import TableSpec
 
 MakeTable = Callable[..., TableSpec]
@@ -67,3 +84,99 @@ def test_full_table_audit(spark: SparkSession, make_table: MakeTable) -> None:
     audit = audit_table(spark, spec)
 
     assert (audit.status, audit.checked_keys, audit.failing_keys) == ("failed", 4, 1)
+
+
+def test_the_audit_of_one_commit_reads_its_own_files_not_the_table(
+    spark: SparkSession, make_table: MakeTable
+) -> None:
+    spec = make_table()
+    for batch in range(12):
+        ids = [f"k{batch:03d}-{i:03d}" for i in range(40)]
+        result = commit_batch(spark, spec, "app", batch, events(spark, ids))
+    table_files = spark.sql(f"DESCRIBE DETAIL {spec.name}").first()["numFiles"]
+
+    audit = audit_commit(spark, spec, "app", 11, result.version)
+    full = audit_table(spark, spec)
+
+    assert (audit.status, audit.checked_keys) == ("passed", 40)
+    assert table_files >= 12
+    assert full.files_read == table_files
+    assert audit.files_read is not None
+    assert audit.files_read <= 2 * table_files // 12 + 2
+
+
+def land_two_batches(spark: SparkSession, spec: TableSpec, tmp_path: Path) -> PipelineSpec:
+    """Land batch 0 (a-e), then batch 1 (e-h): key e is resent under a new batch id."""
+    landing = tmp_path / "landing"
+    landing.mkdir(exist_ok=True)
+    for n, ids in enumerate(["abcde", "efgh"]):
+        lines = [json.dumps({"event_id": i, "user_id": f"u{n}", "amount": 1.0}) for i in ids]
+        (landing / f"{n}.json").write_text("\n".join(lines) + "\n")
+        os.utime(landing / f"{n}.json", (1_700_000_000 + n, 1_700_000_000 + n))
+    return PipelineSpec(
+        name="twice",
+        table=spec.name,
+        app_id="twice",
+        source=FileSource(str(landing), "json", max_files_per_trigger=1),
+        trigger="available-now",
+        checkpoint=str(tmp_path / "checkpoint"),
+    )
+
+
+def copies_of(spark: SparkSession, spec: TableSpec, key: str) -> list[str]:
+    rows = spark.table(spec.name).where(f"event_id = '{key}'").collect()
+    return sorted(r["user_id"] for r in rows)
+
+
+def test_warn_policy_records_the_duplicate_and_goes_on(
+    spark: SparkSession, make_table: MakeTable, tmp_path: Path
+) -> None:
+    spec = make_table(audit_policy="warn")
+
+    report = run_pipeline(spark, land_two_batches(spark, spec, tmp_path), spec)
+
+    [finding] = report.failed_audits
+    assert (finding.batch_id, finding.failing_keys, finding.sample_keys) == (1, 1, ("e",))
+    assert copies_of(spark, spec, "e") == ["u0", "u1"]
+    assert held_by(spark, spec.name) is None
+
+
+def test_fail_policy_holds_the_table_until_a_repair(
+    spark: SparkSession, make_table: MakeTable, tmp_path: Path
+) -> None:
+    spec = make_table(audit_policy="fail")
+    job = land_two_batches(spark, spec, tmp_path)
+
+    with pytest.raises(DuplicatesFoundError, match="audit of batch 1 of app id 'twice'"):
+        run_pipeline(spark, job, spec)
+    (tmp_path / "landing" / "2.json").write_text('{"event_id": "z", "amount": 1.0}\n')
+    with pytest.raises(DuplicatesFoundError, match="ingestion is held"):
+        run_pipeline(spark, job, spec)
+    assert spark.table(spec.name).where("event_id = 'z'").count() == 0
+
+    audit = audit_table(spark, spec)
+    repaired = repair_duplicates(spark, spec, audit)
+    record(spark, [audit, repaired], txn=None)
+    report = run_pipeline(spark, job, spec)
+
+    assert repaired.status == "repaired"
+    assert copies_of(spark, spec, "e") == ["u0"]
+    assert [r.batch_id for r in report.results if r.status == "committed"] == [2]
+    assert spark.table(spec.name).where("event_id = 'z'").count() == 1
+
+
+def test_repair_policy_deletes_the_later_copy_in_a_recorded_commit(
+    spark: SparkSession, make_table: MakeTable, tmp_path: Path
+) -> None:
+    spec = make_table(audit_policy="repair")
+
+    report = run_pipeline(spark, land_two_batches(spark, spec, tmp_path), spec)
+
+    assert copies_of(spark, spec, "e") == ["u0"]
+    assert spark.table(spec.name).count() == 8
+    statuses = [(a.batch_id, a.status) for a in report.audits]
+    assert statuses == [(0, "passed"), (1, "failed"), (1, "repaired")]
+    kinds = [e.meta.kind for e in read_ledger(spark, spec.name)]
+    assert kinds == ["repair", "batch", "batch"]
+    again = audit_table(spark, spec)
+    assert again.status == "passed"
