@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import tomllib
 from datetime import timedelta
 from pathlib import Path
 
@@ -131,3 +132,64 @@ def test_dedup_keys(tmp_path: Path) -> None:
     )
     spec = load_config(path).table("events")
     assert (spec.dedup, spec.dedup_column, spec.dedup_window) == ("window", "at", timedelta(days=7))
+
+
+EXPECTATIONS = """
+[tables.events]
+schema = "event_id STRING NOT NULL, kind STRING, amount DOUBLE"
+keys = ["event_id"]
+audit_policy = "repair"
+[[tables.events.expectations]]
+check = "between"
+column = "amount"
+min = 0
+action = "quarantine"
+[[tables.events.expectations]]
+check = "in_set"
+column = "kind"
+values = ["click", "view"]
+"""
+
+
+def test_expectations_and_audit_policy(tmp_path: Path) -> None:
+    config = parse_config(tomllib.loads(EXPECTATIONS), base=tmp_path, path=None)
+
+    spec = config.table("events")
+
+    assert spec.audit_policy == "repair"
+    assert [(e.name, e.action, dict(e.params)) for e in spec.expectations] == [
+        ("between(amount)", "quarantine", {"min": 0}),
+        ("in_set(kind)", "warn", {"values": ["click", "view"]}),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("rule", "message"),
+    [
+        ('check = "between"\ncolumn = "amount"', "needs min, max or both"),
+        ('check = "between"\ncolumn = "amount"\nmin = "zero"', "min and max must be numbers"),
+        ('check = "regex"\ncolumn = "kind"\npattern = "(["', "invalid pattern"),
+        ('check = "in_set"\ncolumn = "kind"\nvalues = []', "values must be a non-empty list"),
+        ('check = "sorted"\ncolumn = "kind"', "unknown expectation check 'sorted'"),
+        ('check = "not_null"\ncolumn = "kind"\naction = "drop"', "action must be one of"),
+        ('check = "not_null"\ncolumn = "kind"\nmin = 1', "unknown argument(s) ['min']"),
+        ('check = "column_exists"\ncolumn = "kind"\naction = "quarantine"', "cannot quarantine"),
+        ('column = "kind"', "missing required key 'check'"),
+        ('check = "not_null"\ncolumn = "kind"\nextra = 1', "unknown key(s) ['extra']"),
+    ],
+)
+def test_bad_expectations_fail_with_one_line(tmp_path: Path, rule: str, message: str) -> None:
+    text = (
+        '[tables.events]\nschema = "event_id STRING NOT NULL, kind STRING, amount DOUBLE"\n'
+        f'keys = ["event_id"]\n[[tables.events.expectations]]\n{rule}\n'
+    )
+    with pytest.raises(ConfigError) as caught:
+        parse_config(tomllib.loads(text), base=tmp_path, path=None)
+    assert message in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_an_audit_policy_outside_the_three_is_refused(tmp_path: Path) -> None:
+    text = '[tables.e]\nschema = "id STRING"\nkeys = ["id"]\naudit_policy = "ignore"\n'
+    with pytest.raises(ConfigError, match="audit_policy must be one of"):
+        parse_config(tomllib.loads(text), base=tmp_path, path=None)
