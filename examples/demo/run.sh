@@ -30,5 +30,5 @@ lakehouse sql "SELECT count(*) AS rows, count(DISTINCT event_id) AS distinct_eve
 lakehouse sql "SELECT kind, count(*) AS events, round(sum(amount), 2) AS amount FROM events GROUP BY kind ORDER BY kind"
 lakehouse sql "SELECT _lh_batch_id AS batch, _lh_reason AS reason, _lh_raw AS raw FROM events_quarantine"
 
-step "8. The post-commit duplicate audits, one per batch"
+step "8. Quality outcomes per batch: the duplicate audit and each expectation (lakehouse_quality)"
 lakehouse quality events
