@@ -44,7 +44,7 @@ def project(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Pa
     result = runner.invoke(app, ["ingest", "--config", str(root / "lakehouse.toml")])
     assert result.exit_code == 0, result.output
     assert "1 batches (1 committed, 0 skipped, 0 empty), 5 rows inserted" in result.stdout
-    assert "0 failed audit(s)" in result.stdout
+    assert "0 failed check(s)" in result.stdout
     assert "duplicates in batch 2" in result.stderr
     return root
 
