@@ -59,13 +59,21 @@ def ingest(
             help="Override the trigger: 'available-now' or an interval like '30 seconds'."
         ),
     ] = None,
+    resume_from_log: Annotated[
+        bool,
+        typer.Option(
+            "--resume-from-log",
+            help="Kafka only: if the checkpoint is lost, start after the offsets the log records.",
+        ),
+    ] = False,
     config: ConfigOption = None,
 ) -> None:
-    """Run a pipeline: land new files of its source into its table, exactly once.
+    """Run a pipeline: land new records of its source in its table, exactly once.
 
-    With the available-now trigger (the default, for scheduled jobs) it processes what has landed
+    With the available-now trigger (the default, for scheduled jobs) it processes what is there
     and stops; with an interval it runs until interrupted. Batches the table already holds are
-    reported as skipped.
+    reported as skipped. A Kafka pipeline whose checkpoint was lost can go on from the offset
+    ranges the table's ledger records (--resume-from-log), with no gap and no duplicate.
     """
     from ingest.runner import run_pipeline
 
@@ -125,6 +133,7 @@ def ingest(
             on_batch=show,
             on_audit=warn,
             quality_dir=cfg.home / "gx",
+            resume_from_log=resume_from_log,
         )
     emit(
         f"{report.pipeline}: {len(report.results)} batches "

@@ -66,10 +66,12 @@ def handle_errors(func: Callable[P, R]) -> Callable[P, R]:
 
 def spark_for(config: LakehouseConfig) -> SparkSession:
     """Start (or find) the Spark session for the config's lakehouse home, with a spinner."""
+    from ingest.kafka import KafkaSource
     from tables.session import get_spark
 
+    kafka = any(isinstance(p.source, KafkaSource) for p in config.pipelines.values())
     with err.status("starting Spark…"):
-        return get_spark(config.home)
+        return get_spark(config.home, kafka=kafka)
 
 
 def emit(text: str) -> None:

@@ -16,6 +16,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from ingest.kafka import KafkaSource
 from ingest.sources import FileSource
 from ingest.triggers import parse_trigger
 from tables.errors import ConfigError
@@ -39,6 +40,16 @@ _TABLE_KEYS = {
 _EXPECTATION_KEYS = {"check", "column", "action", "min", "max", "values", "pattern", "type"}
 _PIPELINE_KEYS = {"table", "app_id", "trigger", "checkpoint", "source"}
 _SOURCE_KEYS = {"kind", "format", "path", "options", "max_files_per_trigger"}
+_KAFKA_KEYS = {
+    "kind",
+    "bootstrap_servers",
+    "topic",
+    "pattern",
+    "starting_offsets",
+    "value_format",
+    "options",
+    "max_offsets_per_trigger",
+}
 
 
 @dataclass(frozen=True)
@@ -48,7 +59,7 @@ class PipelineSpec:
     name: str
     table: str
     app_id: str
-    source: FileSource
+    source: FileSource | KafkaSource
     trigger: str
     checkpoint: str
 
@@ -212,28 +223,60 @@ def _pipeline(
     trigger = _string(body.get("trigger", "available-now"), f"{where} trigger")
     parse_trigger(trigger)
     source = _mapping(body["source"], f"{where}.source")
-    _check_keys(source, _SOURCE_KEYS, f"{where}.source")
-    if source.get("kind", "files") != "files":
-        raise ConfigError(f"{where}.source: unsupported kind {source.get('kind')!r} (use 'files')")
-    for required in ("format", "path"):
-        if required not in source:
-            raise ConfigError(f"{where}.source: missing required key {required!r}")
-    max_files = source.get("max_files_per_trigger")
-    if max_files is not None and not isinstance(max_files, int):
-        raise ConfigError(f"{where}.source: max_files_per_trigger must be an integer")
-    file_source = FileSource(
-        path=_resolve(base, _string(source["path"], f"{where}.source path")),
-        format=_string(source["format"], f"{where}.source format"),  # type: ignore[arg-type]
-        options={str(k): str(v) for k, v in _mapping(source.get("options", {}), where).items()},
-        max_files_per_trigger=max_files,
-    )
+    kind = source.get("kind", "files")
+    if kind == "kafka":
+        stream_source: FileSource | KafkaSource = _kafka_source(source, f"{where}.source")
+    elif kind == "files":
+        stream_source = _file_source(source, base, f"{where}.source")
+    else:
+        raise ConfigError(f"{where}.source: unsupported kind {kind!r} (use 'files' or 'kafka')")
     checkpoint = body.get("checkpoint")
     checkpoint_path = (
         _resolve(base, _string(checkpoint, f"{where} checkpoint"))
         if checkpoint
         else str(home / "checkpoints" / app_id)
     )
-    return PipelineSpec(name, table, app_id, file_source, trigger, checkpoint_path)
+    return PipelineSpec(name, table, app_id, stream_source, trigger, checkpoint_path)
+
+
+def _file_source(source: Mapping[str, Any], base: Path, where: str) -> FileSource:
+    _check_keys(source, _SOURCE_KEYS, where)
+    for required in ("format", "path"):
+        if required not in source:
+            raise ConfigError(f"{where}: missing required key {required!r}")
+    max_files = source.get("max_files_per_trigger")
+    if max_files is not None and not isinstance(max_files, int):
+        raise ConfigError(f"{where}: max_files_per_trigger must be an integer")
+    return FileSource(
+        path=_resolve(base, _string(source["path"], f"{where} path")),
+        format=_string(source["format"], f"{where} format"),  # type: ignore[arg-type]
+        options={str(k): str(v) for k, v in _mapping(source.get("options", {}), where).items()},
+        max_files_per_trigger=max_files,
+    )
+
+
+def _kafka_source(source: Mapping[str, Any], where: str) -> KafkaSource:
+    """A Kafka source; secret option values may be written as `${env:NAME}` (Kafka's provider)."""
+    _check_keys(source, _KAFKA_KEYS, where)
+    if "bootstrap_servers" not in source:
+        raise ConfigError(f"{where}: missing required key 'bootstrap_servers'")
+    limit = source.get("max_offsets_per_trigger")
+    if limit is not None and not isinstance(limit, int):
+        raise ConfigError(f"{where}: max_offsets_per_trigger must be an integer")
+    try:
+        return KafkaSource(
+            bootstrap_servers=_string(source["bootstrap_servers"], f"{where} bootstrap_servers"),
+            topic=_string(source["topic"], f"{where} topic") if "topic" in source else None,
+            pattern=_string(source["pattern"], f"{where} pattern") if "pattern" in source else None,
+            starting_offsets=_string(
+                source.get("starting_offsets", "earliest"), f"{where} starting_offsets"
+            ),
+            value_format=_string(source.get("value_format", "json"), f"{where} value_format"),  # type: ignore[arg-type]
+            options={str(k): str(v) for k, v in _mapping(source.get("options", {}), where).items()},
+            max_offsets_per_trigger=limit,
+        )
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from exc
 
 
 def _default_home() -> str:

@@ -15,9 +15,10 @@ replayed and the error names the batch and the files.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pyspark.sql import functions as F
 
@@ -28,6 +29,13 @@ from ingest.commit import (
     with_lineage,
 )
 from ingest.decisions import batch_scope, dedup_condition
+from ingest.kafka import (
+    KAFKA_COLUMNS,
+    KafkaSource,
+    OffsetRanges,
+    assert_in_kafka,
+    read_kafka_range,
+)
 from ingest.sources import FileSource, read_files
 from quality.malformed import landable_rows
 from tables.catalog import require_table
@@ -52,8 +60,9 @@ class ReplayPlan:
     """One committed batch to replay: its ledger entry and where its rows come from."""
 
     entry: LedgerEntry
-    source: FileSource
-    files: tuple[str, ...]
+    source: FileSource | KafkaSource
+    files: tuple[str, ...] = ()
+    offsets: OffsetRanges | None = None
 
     @property
     def batch_id(self) -> int:
@@ -82,12 +91,13 @@ def plan_replay(
     app_id: str,
     from_batch: int,
     to_batch: int | None,
-    source: FileSource | None = None,
+    source: FileSource | KafkaSource | None = None,
 ) -> list[ReplayPlan]:
     """The batches of `app_id` in [from_batch, to_batch] that the ledger holds, oldest first.
 
-    `source` supplies the reader options (from the pipeline's config); without it the ledger's
-    recorded format is read with default options.
+    `source` supplies the reader options (from the pipeline's config: a Kafka source's
+    credentials are never in the ledger); without it the ledger's recorded source is read with
+    default options.
     """
     validate_app_id(app_id)
     if from_batch < 0 or (to_batch is not None and to_batch < from_batch):
@@ -108,18 +118,32 @@ def plan_replay(
     return [_plan(e, source) for e in sorted(entries, key=lambda e: e.meta.batch_id)]
 
 
-def _plan(entry: LedgerEntry, source: FileSource | None) -> ReplayPlan:
+def _plan(entry: LedgerEntry, source: FileSource | KafkaSource | None) -> ReplayPlan:
     recorded = entry.meta.source
+    if recorded.get("kind") == "kafka" and isinstance(recorded.get("offsets"), dict):
+        kafka = source if isinstance(source, KafkaSource) else _recorded_kafka(recorded)
+        return ReplayPlan(entry, kafka, offsets=dict(recorded["offsets"]))
     files = recorded.get("files")
     if recorded.get("kind") != "files" or not isinstance(files, list):
         raise TerminalError(
-            f"batch {entry.meta.batch_id}: its ledger records no source files to replay from"
+            f"batch {entry.meta.batch_id}: its ledger records no source files or offsets to "
+            "replay from"
         )
-    reader = source or FileSource(
+    reader = source if isinstance(source, FileSource) else None
+    reader = reader or FileSource(
         path=str(recorded.get("path", "")),
         format=str(recorded.get("format", "json")),  # type: ignore[arg-type]
     )
     return ReplayPlan(entry, reader, tuple(str(f) for f in files))
+
+
+def _recorded_kafka(recorded: Mapping[str, Any]) -> KafkaSource:
+    return KafkaSource(
+        bootstrap_servers=str(recorded.get("bootstrap_servers", "")),
+        topic=recorded.get("topic"),
+        pattern=recorded.get("pattern"),
+        value_format=recorded.get("value_format", "json"),
+    )
 
 
 def missing_files(spark: SparkSession, plans: list[ReplayPlan]) -> dict[int, list[str]]:
@@ -135,6 +159,9 @@ def missing_files(spark: SparkSession, plans: list[ReplayPlan]) -> dict[int, lis
 
 def assert_sources_present(spark: SparkSession, plans: list[ReplayPlan]) -> None:
     """Raise before any write if a batch's source files are gone, naming batches and files."""
+    for plan in plans:
+        if isinstance(plan.source, KafkaSource) and plan.offsets is not None:
+            assert_in_kafka(spark, plan.source, plan.offsets)
     missing = missing_files(spark, plans)
     if missing:
         listed = "; ".join(
@@ -155,10 +182,15 @@ def replay_batch(
     """Re-read one batch's files and re-apply them to the table (or measure it, if `dry_run`)."""
     schema = spec.data_schema(spark)
     app_id = plan.entry.meta.app_id
-    frame = read_files(spark, plan.source, schema, list(plan.files))
-    prepared = prepare_batch(
-        spark, spec, schema, frame, plan.source.format, plan.source.options, gate
-    )
+    if isinstance(plan.source, KafkaSource):
+        ranges = plan.offsets or {}
+        frame = read_kafka_range(spark, plan.source, schema, ranges).drop(*KAFKA_COLUMNS)
+        raw_format = "json" if plan.source.value_format == "json" else None
+        options: Mapping[str, str] = {}
+    else:
+        frame = read_files(spark, plan.source, schema, list(plan.files))
+        raw_format, options = plan.source.format, plan.source.options
+    prepared = prepare_batch(spark, spec, schema, frame, raw_format, options, gate)
     try:
         stats = prepared.stats
         rows = prepared.rows.filter(landable_rows()).select(*schema.fieldNames())

@@ -12,9 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pyspark import StorageLevel
+
 from ingest.commit import BatchResult, commit_batch
 from ingest.decisions import is_checkpoint_lost
-from ingest.sources import read_stream
+from ingest.kafka import KAFKA_COLUMNS, KafkaSource, offset_ranges, read_kafka_stream
+from ingest.resume import read_batch_base, resume_point, write_batch_base
+from ingest.sources import FileSource, read_stream
 from ingest.triggers import parse_trigger
 from quality.audit import (
     CheckResult,
@@ -160,18 +164,32 @@ def run_pipeline(
     on_batch: BatchCallback | None = None,
     on_audit: Callable[[CheckResult], None] | None = None,
     quality_dir: Path | None = None,
+    resume_from_log: bool = False,
 ) -> RunReport:
     """Run a pipeline until its trigger says stop (available-now) or until interrupted.
 
     `quality_dir` is where Great Expectations keeps its suites, validation results and Data
-    Docs; without it, validations are not kept and no docs are built.
+    Docs; without it, validations are not kept and no docs are built. With `resume_from_log`, a
+    Kafka pipeline whose checkpoint is empty starts after the offsets its ledger records instead
+    of stopping with CheckpointLostError.
     """
     trigger_args = parse_trigger(trigger or pipeline.trigger)
-    if not _path_exists(spark, pipeline.source.path):
-        raise TerminalError(f"landing directory {pipeline.source.path} does not exist")
+    source = pipeline.source
+    if isinstance(source, FileSource) and not _path_exists(spark, source.path):
+        raise TerminalError(f"landing directory {source.path} does not exist")
     ensure_table(spark, spec)
     ensure_quarantine_table(spark, spec)
-    assert_checkpoint_matches_log(spark, spec, pipeline.app_id, pipeline.checkpoint)
+    schema = spec.data_schema(spark)
+    starting_offsets = None
+    resumable = resume_from_log and not checkpoint_has_offsets(spark, pipeline.checkpoint)
+    if isinstance(source, KafkaSource) and resumable:
+        point = resume_point(spark, spec, pipeline.app_id, source)
+        if point is not None:
+            write_batch_base(spark, pipeline.checkpoint, point.batch_base)
+            starting_offsets = point.starting_offsets
+    else:
+        assert_checkpoint_matches_log(spark, spec, pipeline.app_id, pipeline.checkpoint)
+    batch_base = read_batch_base(spark, pipeline.checkpoint)
     assert_not_held(spark, spec)
     gate = ExpectationGate(spec, quality_dir) if spec.expectations else None
     report = RunReport(pipeline.name, pipeline.app_id, spec.name)
@@ -179,18 +197,7 @@ def run_pipeline(
 
     def handle(batch: DataFrame, batch_id: int) -> None:
         try:
-            result = commit_batch(
-                batch.sparkSession,
-                spec,
-                pipeline.app_id,
-                batch_id,
-                batch,
-                source=pipeline.source.describe(),
-                raw_format=pipeline.source.format,
-                reader_options=pipeline.source.options,
-                gate=gate,
-                fail_on_rewind=True,
-            )
+            result = _commit_stream_batch(batch, batch_base + batch_id, pipeline, spec, gate)
             report.results.append(result)
             if on_batch is not None:
                 on_batch(result)
@@ -203,7 +210,10 @@ def run_pipeline(
             if on_audit is not None:
                 on_audit(audit)
 
-    stream = read_stream(spark, pipeline.source, spec.data_schema(spark))
+    if isinstance(source, KafkaSource):
+        stream = read_kafka_stream(spark, source, schema, starting_offsets_json=starting_offsets)
+    else:
+        stream = read_stream(spark, source, schema)
     query = (
         stream.writeStream.queryName(
             f"lakehouse_{pipeline.app_id}".replace("-", "_").replace(".", "_")
@@ -226,6 +236,47 @@ def run_pipeline(
         if gate is not None and report.results:
             report.docs_url = gate.build_docs()
     return report
+
+
+def _commit_stream_batch(
+    batch: DataFrame,
+    batch_id: int,
+    pipeline: PipelineSpec,
+    spec: TableSpec,
+    gate: ExpectationGate | None,
+) -> BatchResult:
+    """Commit one micro-batch; a Kafka batch records its offset ranges in its ledger entry."""
+    source = pipeline.source
+    spark = batch.sparkSession
+    if isinstance(source, FileSource):
+        return commit_batch(
+            spark,
+            spec,
+            pipeline.app_id,
+            batch_id,
+            batch,
+            source=source.describe(),
+            raw_format=source.format,
+            reader_options=source.options,
+            gate=gate,
+            fail_on_rewind=True,
+        )
+    cached = batch.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        ranges = offset_ranges(cached)
+        return commit_batch(
+            spark,
+            spec,
+            pipeline.app_id,
+            batch_id,
+            cached.drop(*KAFKA_COLUMNS),
+            source={**source.describe(), "offsets": ranges},
+            raw_format="json" if source.value_format == "json" else None,
+            gate=gate,
+            fail_on_rewind=True,
+        )
+    finally:
+        cached.unpersist()
 
 
 def _path_exists(spark: SparkSession, location: str) -> bool:

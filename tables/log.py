@@ -113,6 +113,13 @@ class LedgerEntry:
 
 def describe_source(source: Mapping[str, Any]) -> str:
     """A short human description of a batch's source record."""
+    offsets = source.get("offsets")
+    if source.get("kind") == "kafka" and isinstance(offsets, Mapping):
+        return "kafka: " + "; ".join(
+            f"{topic} p{partition} {bounds[0]}-{bounds[1]}"
+            for topic, partitions in sorted(offsets.items())
+            for partition, bounds in sorted(partitions.items(), key=lambda kv: int(kv[0]))
+        )
     files = source.get("files")
     if isinstance(files, list):
         shown = ", ".join(str(f).rsplit("/", 1)[-1] for f in files[:3])

@@ -81,18 +81,25 @@ def get_spark(
     *,
     app_name: str = "lakehouse",
     extra_conf: Mapping[str, str] | None = None,
+    kafka: bool = False,
 ) -> SparkSession:
     """Return the active Spark session, or build the embedded default rooted at `home`.
 
     `home` holds the warehouse and metastore; it defaults to `$LAKEHOUSE_HOME` or `./.lakehouse`.
     `extra_conf` overrides the embedded defaults (it is ignored when a session already exists).
+    With `kafka`, the embedded session also loads Spark's Kafka connector (`tables.connectors`).
     """
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
     if is_cluster_environment():
         return SparkSession.builder.appName(app_name).getOrCreate()
-    return _build_embedded(_resolve_home(home), app_name, extra_conf or {})
+    conf = dict(extra_conf or {})
+    if kafka:
+        from tables.connectors import fetch_spark_kafka_jars
+
+        conf["spark.jars"] = ",".join(str(jar) for jar in fetch_spark_kafka_jars())
+    return _build_embedded(_resolve_home(home), app_name, conf)
 
 
 def _resolve_home(home: Path | str | None) -> Path:
@@ -179,12 +186,15 @@ def _assert_metastore_usable(spark: SparkSession, home: Path) -> None:
 
 
 def _warm() -> None:
-    """Resolve and cache the Delta JARs by starting (and stopping) a throwaway session."""
+    """Cache the Delta JARs (Spark resolver) and the Kafka connector JARs (Maven); start once."""
     import tempfile
 
+    from tables.connectors import fetch_spark_kafka_jars
+
+    fetch_spark_kafka_jars()
     with tempfile.TemporaryDirectory(prefix="lakehouse-warm-") as home:
-        get_spark(home, app_name="lakehouse-setup").stop()
-    print("Delta JARs resolved and cached")
+        get_spark(home, app_name="lakehouse-setup", kafka=True).stop()
+    print("Delta JARs resolved and cached; Kafka connector JARs fetched with Maven and cached")
 
 
 if __name__ == "__main__":

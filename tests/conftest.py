@@ -25,13 +25,14 @@ def lakehouse_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def spark(lakehouse_home: Path) -> Iterator[SparkSession]:
-    """One local[2] Spark session with Delta and a Derby metastore, UI off, few partitions."""
+    """One local[2] Spark session with Delta, Kafka and a Derby metastore, UI off, 2 partitions."""
     from tables.session import get_spark
 
     os.environ.setdefault("LAKEHOUSE_SPARK_MASTER", "local[2]")
     session = get_spark(
         lakehouse_home,
         app_name="lakehouse-tests",
+        kafka=True,
         extra_conf={
             "spark.sql.shuffle.partitions": "2",
             "spark.databricks.delta.snapshotPartitions": "2",

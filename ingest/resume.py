@@ -1,0 +1,90 @@
+"""Resuming a Kafka stream from the table's own log after its Spark checkpoint was lost.
+
+Each Kafka batch's ledger entry records the offset ranges it landed, in the same Delta commit as
+its rows and its SetTransaction marker. So the log alone says where the stream stands: a new
+checkpoint can start at one past the last offset landed per partition (no gap, no duplicate).
+
+Batch ids must keep growing under the app id, or the marker would skip the new batches: the
+resumed stream's Spark batch 0 becomes lakehouse batch `marker + 1`. That base is written into
+the new checkpoint directory before the stream starts, so restarts of the resumed stream keep
+it; if the new checkpoint is lost too, the next resume computes it again from the log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ingest.kafka import KafkaSource, available_offsets, next_offsets
+from tables.errors import CheckpointLostError
+from tables.log import committed_batch, read_ledger
+from tables.session import hadoop_path
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from tables.spec import TableSpec
+
+BASE_FILE = "lakehouse-batch-base"
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """Where a resumed stream starts: its first batch id, and Kafka's starting offsets."""
+
+    batch_base: int
+    starting_offsets: str
+
+
+def kafka_ranges(entries_sources: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The recorded offset ranges among ledger source records (other kinds are passed over)."""
+    return [
+        source["offsets"]
+        for source in entries_sources
+        if source.get("kind") == "kafka" and isinstance(source.get("offsets"), Mapping)
+    ]
+
+
+def resume_point(
+    spark: SparkSession, spec: TableSpec, app_id: str, source: KafkaSource
+) -> ResumePoint | None:
+    """The resume point of an app from its ledger, or None if it never committed a batch."""
+    committed = committed_batch(spark, spec.name, app_id)
+    if committed is None:
+        return None
+    entries = [e for e in read_ledger(spark, spec.name, app_id=app_id) if e.meta.kind == "batch"]
+    ranges = kafka_ranges([e.meta.source for e in entries])
+    if not ranges:
+        raise CheckpointLostError(
+            f"app id {app_id!r} holds batches up to {committed} in {spec.name}, but its ledger "
+            "records no Kafka offsets to resume from; restore the checkpoint or use a new app id"
+        )
+    topics = {topic for recorded in ranges for topic in recorded}
+    partitions = {
+        topic: [int(p) for p in found]
+        for topic, found in available_offsets(spark, source, topics).items()
+    }
+    return ResumePoint(committed + 1, next_offsets(ranges, partitions=partitions))
+
+
+def read_batch_base(spark: SparkSession, checkpoint: str) -> int:
+    """The batch id a checkpoint's Spark batch 0 stands for (0 unless resumed from the log)."""
+    fs, path = hadoop_path(spark, f"{checkpoint.rstrip('/')}/{BASE_FILE}")
+    if not fs.exists(path):
+        return 0
+    stream = fs.open(path)
+    try:
+        return int(stream.readUTF())
+    finally:
+        stream.close()
+
+
+def write_batch_base(spark: SparkSession, checkpoint: str, base: int) -> None:
+    """Record a resumed checkpoint's batch id base inside the checkpoint directory."""
+    fs, path = hadoop_path(spark, f"{checkpoint.rstrip('/')}/{BASE_FILE}")
+    stream = fs.create(path, True)
+    try:
+        stream.writeUTF(str(base))
+    finally:
+        stream.close()
