@@ -17,6 +17,7 @@ Protocol (docs/DESIGN.md walks through it and its failure modes):
 from __future__ import annotations
 
 import hashlib
+import random
 import time
 import uuid
 from collections.abc import Mapping
@@ -431,7 +432,7 @@ def _merge_with_retries(
                 return _landed(spark, spec, meta, attempt, note="outcome confirmed from the log")
             if not should_retry(error.kind, attempt, max_attempts):
                 raise error from exc
-            time.sleep(backoff_seconds(attempt))
+            time.sleep(backoff_seconds(attempt, jitter=random.uniform(0.5, 1.0)))
             continue
         if not executed:
             return _landed(spark, spec, meta, attempt, note="committed by a concurrent writer")

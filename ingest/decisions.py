@@ -56,9 +56,15 @@ def should_retry(kind: ErrorKind, attempt: int, max_attempts: int) -> bool:
     return kind == "transient" and attempt < max_attempts
 
 
-def backoff_seconds(attempt: int, *, base: float = 0.2, cap: float = 5.0) -> float:
-    """Exponential backoff before retry `attempt` (1-based), capped."""
-    return float(min(cap, base * 2 ** (attempt - 1)))
+def backoff_seconds(
+    attempt: int, *, jitter: float = 1.0, base: float = 0.2, cap: float = 5.0
+) -> float:
+    """Exponential backoff before retry `attempt` (1-based), capped, scaled by `jitter`.
+
+    Writers that lost the same commit race and waited the same time would race again; a
+    `jitter` drawn from [0.5, 1.0] per retry spreads them out.
+    """
+    return float(min(cap, base * 2 ** (attempt - 1)) * jitter)
 
 
 def commit_landed(committed: int | None, batch_id: int) -> bool:

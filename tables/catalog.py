@@ -106,7 +106,7 @@ def ensure_table(spark: SparkSession, spec: TableSpec) -> bool:
         spark,
         spec.name,
         spec.table_schema(spark),
-        partition_by=spec.partition_by,
+        partition_by=spec.table_partitions,
         properties=spec.table_properties(),
     )
 

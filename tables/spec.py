@@ -236,6 +236,17 @@ class TableSpec:
         """The name of this table's quarantine table."""
         return f"{self.name}_quarantine"
 
+    @property
+    def table_partitions(self) -> tuple[str, ...]:
+        """The target's partition columns: the app id first, then the spec's own.
+
+        Delta checks a commit against concurrent ones by the partitions it read. The batch MERGE
+        reads only its own app id (a literal in its ON clause), so with the app id as the first
+        partition column, writers with distinct app ids never conflict; in an unpartitioned
+        table every concurrent append would conflict with every MERGE.
+        """
+        return (APP_ID_COLUMN, *self.partition_by)
+
     def table_properties(self) -> dict[str, str]:
         """The Delta properties to create the table with: defaults overlaid by the spec's own."""
         return {**DEFAULT_PROPERTIES, **self.properties}
