@@ -5,9 +5,11 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
+VERIFY_REPEAT ?= 10
+VERIFY_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test check demo bench clean
+.PHONY: help setup test check demo bench verify clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -26,13 +28,17 @@ test: setup ## Run the whole test suite (real Spark and Delta)
 	if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 check: setup ## Lint (ruff) and type-check (mypy, strict on the packages)
-	$(VENV)/bin/ruff check tables quality ingest tests examples bench
-	$(VENV)/bin/ruff format --check tables quality ingest tests examples bench
+	$(VENV)/bin/ruff check tables quality ingest verify tests examples bench
+	$(VENV)/bin/ruff format --check tables quality ingest verify tests examples bench
 	$(VENV)/bin/mypy
-	$(VENV)/bin/mypy --strict bench/run.py
+	$(VENV)/bin/mypy --strict bench/run.py verify/crash_matrix.py
 
 demo: setup ## Generate sample events and ingest them exactly once, twice, with a crash between
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash examples/demo/run.sh
+
+verify: setup ## Prove exactly-once under faults: scenarios repeated, then the full crash matrix (~1.5 h)
+	LAKEHOUSE_VERIFY_REPEAT=$(VERIFY_REPEAT) $(PY) -m pytest -q -m slow tests/ingest/test_exactly_once.py
+	$(PY) -m verify.crash_matrix --json verify/last-run.json $(VERIFY_ARGS)
 
 bench: setup ## Measure what exactly-once costs, as ratios side by side (BENCH_ARGS=--help)
 	$(PY) bench/run.py $(BENCH_ARGS)

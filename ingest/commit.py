@@ -54,7 +54,7 @@ from quality.malformed import (
     landable_rows,
 )
 from quality.quarantine import REASON_COLUMN, ensure_quarantine_table, write_quarantine
-from tables.catalog import require_table, schema_differences
+from tables.catalog import require_table, schema_differences, table_detail
 from tables.errors import (
     BatchContentMismatchError,
     CheckpointLostError,
@@ -66,7 +66,7 @@ from tables.errors import (
     TerminalError,
     first_line,
 )
-from tables.faults import fault_point
+from tables.faults import fault_during_write, fault_point
 from tables.identifiers import validate_app_id
 from tables.log import (
     USER_METADATA_CONF,
@@ -423,7 +423,10 @@ def _merge_with_retries(
     for attempt in count(1):
         try:
             fault_point("before_write", meta.batch_id)
-            executed = _merge(spark, spec.name, merge_source, condition, meta)
+            with fault_during_write(
+                "before_commit", meta.batch_id, lambda: table_detail(spark, spec.name).location
+            ):
+                executed = _merge(spark, spec.name, merge_source, condition, meta)
             fault_point("after_commit", meta.batch_id)
         except Exception as exc:
             error = error_kind_of(exc)

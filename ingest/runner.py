@@ -197,6 +197,8 @@ def run_pipeline(
 
     def handle(batch: DataFrame, batch_id: int) -> None:
         try:
+            if report.results:  # Spark checkpointed the previous batch before starting this one
+                fault_point("after_checkpoint", report.results[-1].batch_id)
             result = _commit_stream_batch(batch, batch_base + batch_id, pipeline, spec, gate)
             report.results.append(result)
             if on_batch is not None:
@@ -235,6 +237,8 @@ def run_pipeline(
     finally:
         if gate is not None and report.results:
             report.docs_url = gate.build_docs()
+    if report.results:
+        fault_point("after_checkpoint", report.results[-1].batch_id)
     return report
 
 

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
-from tables.catalog import create_table
-from tables.faults import fault_point
+from tables.catalog import create_table, table_detail
+from tables.faults import fault_during_write
 from tables.spec import (
     APP_ID_COLUMN,
     BATCH_ID_COLUMN,
@@ -67,11 +67,15 @@ def write_quarantine(
         F.col(RAW_COLUMN),
         F.col(SOURCE_COLUMN),
     )
-    fault_point("mid_quarantine", batch_id)
-    (
-        rows.write.format("delta")
-        .mode("append")
-        .option("txnAppId", app_id)
-        .option("txnVersion", batch_id)
-        .saveAsTable(spec.quarantine_name)
-    )
+
+    def location() -> str:
+        return table_detail(rejected.sparkSession, spec.quarantine_name).location
+
+    with fault_during_write("mid_quarantine", batch_id, location):
+        (
+            rows.write.format("delta")
+            .mode("append")
+            .option("txnAppId", app_id)
+            .option("txnVersion", batch_id)
+            .saveAsTable(spec.quarantine_name)
+        )

@@ -62,6 +62,10 @@ class CheckpointLostError(TerminalError):
     """The stream restarted at or below a batch the table already holds for its app id."""
 
 
+class DamagedLogError(TerminalError):
+    """A file of the table's Delta log cannot be read; the message names it."""
+
+
 class ExpectationFailedError(TerminalError):
     """A batch broke an expectation whose action is `fail`: nothing of it was committed."""
 

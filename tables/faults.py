@@ -3,30 +3,61 @@
 Switched on only by the LAKEHOUSE_FAULT environment variable, so a normal run pays one dict lookup
 per point. The value is a comma-separated list of `point:action[@batch][%percent]`, e.g.
 `after_commit:exit@2` (exit the process right after batch 2's Delta commit) or
-`after_commit:raise%10` (raise on about 10% of batches).
+`after_commit:raise%10` (raise on about 10% of batches). `LAKEHOUSE_FAULT_SEED` seeds the
+percent rolls, so a run with the same seed hits the same batches.
+
+Points, in the order a batch reaches them:
+- `mid_quarantine`: the quarantine append has written data files, its log entry is not written;
+- `before_write`: before a MERGE attempt, nothing of the attempt written;
+- `before_commit`: the MERGE has written data files into the table, its log entry is not written;
+- `after_commit`: the MERGE's log entry is written, the result is not reported yet;
+- `before_audit`: committed, not yet audited (the audit precedes the stream checkpoint);
+- `after_checkpoint`: Spark wrote the stream checkpoint of the batch, the next batch not begun.
+
+The two "files written, log entry not" points are watched: while the write runs, a thread lists
+the table directory and fires once a new data file appears, which is the pre-commit state of a
+two-phase commit. A thread cannot raise into the write, so those two points take only the process
+actions.
 
 Actions: `raise` an InjectedFaultError (a transient error), `exit` the process at once with
-status 137 without running cleanup, or `kill` it with SIGKILL.
+status 137 without cleanup, `kill` it with SIGKILL, `term` it with SIGTERM (Python's default
+disposition: the process ends at once; the JVM then loses its driver), or `stall` it with SIGSTOP
+sent to its process group (driver and JVM), a zombie until someone sends SIGCONT.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal, get_args
+from urllib.parse import urlparse
 
 from tables.errors import ConfigError, InjectedFaultError
 
 FaultPoint = Literal[
+    "mid_quarantine",
     "before_write",
+    "before_commit",
     "after_commit",
     "before_audit",
-    "mid_quarantine",
+    "after_checkpoint",
 ]
-FaultAction = Literal["raise", "exit", "kill"]
+FaultAction = Literal["raise", "exit", "kill", "term", "stall"]
 ENV_VAR = "LAKEHOUSE_FAULT"
+SEED_ENV_VAR = "LAKEHOUSE_FAULT_SEED"
+#: Points fired by a thread watching for data files, which can only act on the whole process.
+WATCHED_POINTS: frozenset[str] = frozenset({"mid_quarantine", "before_commit"})
+PROCESS_ACTIONS: frozenset[str] = frozenset({"exit", "kill", "term", "stall"})
+_WATCH_INTERVAL_SECONDS = 0.005
+_TERM_GRACE_SECONDS = 30
+_rolls: dict[str, random.Random] = {}
 
 
 @dataclass(frozen=True)
@@ -59,6 +90,11 @@ def parse_rules(text: str) -> tuple[FaultRule, ...]:
                 f"invalid {ENV_VAR} rule {raw!r}: expected point:action with point in "
                 f"{get_args(FaultPoint)} and action in {get_args(FaultAction)}"
             )
+        if point in WATCHED_POINTS and action not in PROCESS_ACTIONS:
+            raise ConfigError(
+                f"invalid {ENV_VAR} rule {raw!r}: {point} fires from a watching thread, so it "
+                f"takes only {sorted(PROCESS_ACTIONS)}"
+            )
         try:
             rules.append(
                 FaultRule(
@@ -73,20 +109,102 @@ def parse_rules(text: str) -> tuple[FaultRule, ...]:
     return tuple(rules)
 
 
-def fault_point(point: FaultPoint, batch_id: int) -> None:
-    """Fire any fault armed for `point` and `batch_id`; a no-op unless LAKEHOUSE_FAULT is set."""
+def armed_rule(point: FaultPoint, batch_id: int) -> FaultRule | None:
+    """The rule that fires at `point` for `batch_id` this time, if any (rolls its percent once)."""
     text = os.environ.get(ENV_VAR)
     if not text:
+        return None
+    roll = _roll()
+    return next((r for r in parse_rules(text) if r.matches(point, batch_id, roll)), None)
+
+
+def fault_point(point: FaultPoint, batch_id: int) -> None:
+    """Fire any fault armed for `point` and `batch_id`; a no-op unless LAKEHOUSE_FAULT is set."""
+    rule = armed_rule(point, batch_id)
+    if rule is not None:
+        fire(rule, batch_id)
+
+
+@contextlib.contextmanager
+def fault_during_write(
+    point: FaultPoint, batch_id: int, location: Callable[[], str]
+) -> Iterator[None]:
+    """Fire `point` once the write in the `with` block has put a new data file under `location`.
+
+    `location` is called only when a rule is armed (it may cost a catalog lookup). The table must
+    be on the local file system. If the write adds no data file, nothing fires.
+    """
+    rule = armed_rule(point, batch_id)
+    if rule is None:
+        yield
         return
-    roll = random.uniform(0, 100)
-    for rule in parse_rules(text):
-        if rule.matches(point, batch_id, roll):
-            _fire(rule, batch_id)
+    root = _local_path(location())
+    before = data_files(root)
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(_WATCH_INTERVAL_SECONDS):
+            if data_files(root) - before:
+                fire(rule, batch_id)
+                return
+
+    watcher = threading.Thread(target=watch, name=f"fault-{point}", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
 
 
-def _fire(rule: FaultRule, batch_id: int) -> None:
+def data_files(root: Path) -> set[str]:
+    """The Parquet data files under a table directory, outside `_delta_log` (relative paths)."""
+    found: set[str] = set()
+    for directory, subdirectories, files in os.walk(root):
+        subdirectories[:] = [d for d in subdirectories if not d.startswith("_delta_log")]
+        found.update(
+            os.path.relpath(os.path.join(directory, f), root)
+            for f in files
+            if f.endswith(".parquet")
+        )
+    return found
+
+
+def _local_path(location: str) -> Path:
+    parsed = urlparse(location)
+    if parsed.scheme == "file":
+        return Path(parsed.path)
+    if parsed.scheme:
+        raise ConfigError(f"fault points that watch a write need a local table, not {location}")
+    return Path(location)
+
+
+def _roll() -> float:
+    seed = os.environ.get(SEED_ENV_VAR)
+    if seed is None:
+        return random.uniform(0, 100)
+    return _rolls.setdefault(seed, random.Random(seed)).uniform(0, 100)
+
+
+def fire(rule: FaultRule, batch_id: int) -> None:
+    """Carry out a rule's action now, from whichever thread reached the point."""
     if rule.action == "raise":
         raise InjectedFaultError(f"fault injected at {rule.point} for batch {batch_id}")
     if rule.action == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
+    if rule.action == "term":
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(_TERM_GRACE_SECONDS)  # a handler someone installed may delay the end
+        os._exit(143)
+    if rule.action == "stall":
+        _stop_own_group()
+        return
     os._exit(137)
+
+
+def _stop_own_group() -> None:
+    """SIGSTOP this process's group if it leads one (driver and JVM), else this process."""
+    if os.getpgrp() == os.getpid():
+        os.killpg(os.getpgrp(), signal.SIGSTOP)
+    else:
+        os.kill(os.getpid(), signal.SIGSTOP)

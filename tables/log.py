@@ -11,17 +11,21 @@ Two records live in the log, written atomically with the rows of each batch:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pyspark.sql import SparkSession
 
 from tables.catalog import require_table
+from tables.errors import DamagedLogError, first_line
 from tables.session import jvm_of
 
+T = TypeVar("T")
 LEDGER_FORMAT = 1
+_LOG_FILE = re.compile(r"[^\s'\"\[\](),]*_delta_log/[^\s'\"\[\](),]+")
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 CommitKind = Literal["batch", "replay", "replace", "reset", "repair"]
 
@@ -190,29 +194,54 @@ def delta_log(spark: SparkSession, table: str) -> Any:
     return jvm_of(spark).org.apache.spark.sql.delta.DeltaLog.forTable(jspark, identifier)
 
 
-def _snapshot(spark: SparkSession, table: str) -> Any:
+def _read_state(spark: SparkSession, table: str, read: Callable[[Any], T]) -> T:
+    """Apply `read` to the table's current snapshot; a damaged log file becomes one clear error.
+
+    The snapshot is built lazily: reading its state (markers, version) is what reads the newest
+    checkpoint and the JSON commits after it, so `read` runs inside the same guard.
+    """
     none = jvm_of(spark).scala.Option.empty()
-    return delta_log(spark, table).update(False, none, none)
+    try:
+        return read(delta_log(spark, table).update(False, none, none))
+    except Exception as exc:
+        damaged = damaged_log_file(str(exc))
+        if damaged is None:
+            raise
+        raise DamagedLogError(
+            f"table {table}: its Delta log cannot be read, {damaged} is damaged "
+            f"({first_line(exc)[:160]}); restore that file, or if it is a checkpoint remove it "
+            "and `_last_checkpoint` so Delta rebuilds the state from the JSON commits"
+        ) from exc
+
+
+def damaged_log_file(message: str) -> str | None:
+    """The `_delta_log` file an error message names (the deepest path), if any."""
+    found = _LOG_FILE.findall(message)
+    return found[-1].rstrip(".:;") if found else None
 
 
 def committed_batches(spark: SparkSession, table: str) -> dict[str, int]:
     """Every app id's SetTransaction marker in the table's current snapshot."""
     require_table(spark, table)
-    markers: dict[str, int] = {}
-    iterator = _snapshot(spark, table).transactions().iterator()
-    while iterator.hasNext():
-        pair = iterator.next()
-        markers[str(pair._1())] = int(pair._2())
-    return markers
+
+    def markers(snapshot: Any) -> dict[str, int]:
+        found: dict[str, int] = {}
+        iterator = snapshot.transactions().iterator()
+        while iterator.hasNext():
+            pair = iterator.next()
+            found[str(pair._1())] = int(pair._2())
+        return found
+
+    return _read_state(spark, table, markers)
 
 
 def committed_batch(spark: SparkSession, table: str, app_id: str) -> int | None:
     """The last batch id the log holds for `app_id`, or None if it never committed."""
     require_table(spark, table)
-    option = _snapshot(spark, table).transactions().get(app_id)
+    option = _read_state(spark, table, lambda snapshot: snapshot.transactions().get(app_id))
     return int(option.get()) if option.isDefined() else None
 
 
 def table_version(spark: SparkSession, table: str) -> int:
     """The table's current version according to its log."""
-    return int(_snapshot(spark, table).version())
+    return int(_read_state(spark, table, lambda snapshot: snapshot.version()))

@@ -116,6 +116,11 @@ def _build_embedded(home: Path, app_name: str, extra_conf: Mapping[str, str]) ->
         )
     from delta import configure_spark_with_delta_pip
 
+    # The embedded session is local: bind it to loopback. Otherwise Spark picks the host's
+    # external address and the JVM's reverse lookups of it wait on DNS, which on a machine
+    # without a reachable resolver costs tens of seconds per start.
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("SPARK_LOCAL_HOSTNAME", "localhost")
     home.mkdir(parents=True, exist_ok=True)
     java_options = f"-Dlog4j.configurationFile={_LOG4J_CONFIG} -Dderby.system.home={home}"
     builder = (

@@ -1,0 +1,770 @@
+"""`make verify`: crash a real ingestion over and over, then prove each record landed exactly once.
+
+Unit tests check each step of the commit protocol; only whole processes dying at awkward moments
+show whether the steps add up. The harness generates known records into a landing directory and
+keeps its own ledger of their ids (a CSV file, appended and fsynced, outside Spark). It runs
+`lakehouse ingest` in subprocesses and kills them: once at each fault point of `tables.faults`
+with each crash action, then at random times with SIGKILL or SIGTERM sent to the whole process
+group (Python driver and JVM), restarting until the input is consumed. One Spark session then
+reads the tables and the log: every ledger id must be in the target or the quarantine table,
+none twice, and the app's log marker must be the last batch. It prints one summary line.
+
+Crash actions at a fault point: SIGKILL (`kill`) and SIGTERM (`term`), each sent by the process
+to itself at that place. Random kills send real SIGKILLs and SIGTERMs to the process group, so
+the JVM also dies mid-batch.
+
+Linux only (process groups are tracked through /proc). Each `lakehouse` process starts a JVM, so
+the default run (100,000 records, 200 random kills) takes about an hour and a half on 2 cores;
+`--quick` (1,200 records, the three between-writes fault points, 2 random kills) takes a few
+minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import itertools
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import IO, get_args
+
+from tables.errors import first_line
+from tables.faults import ENV_VAR, FaultAction, FaultPoint
+
+TABLE = "events"
+QUARANTINE = f"{TABLE}_quarantine"
+KEY = "event_id"
+RAW_COLUMN = "_lh_raw"
+APP_ID = "verify-landing"
+PIPELINE = "landing"
+ID_PATTERN = re.compile(r"\br\d{9}\b")
+BATCH_LINE = re.compile(r"^batch (\d+): (committed|skipped|empty)\b")
+MALFORMED_SHARE = 0.005
+REPEAT_SHARE = 0.005
+RESEND_SHARE = 0.01
+STARTUP_KILL_SHARE = 0.15
+CRASH_ACTIONS = ("kill", "term", "exit")
+EXPECTED_EXIT = {"kill": -signal.SIGKILL, "term": -signal.SIGTERM, "exit": 137}
+FULL = {"records": 100_000, "batch_size": 750, "random_kills": 200}
+QUICK = {"records": 1_200, "batch_size": 200, "random_kills": 2}
+#: The points `--quick` crashes at: the states between two writes (quarantine files written but
+#: not committed, table files written but not committed, checkpoint written but next batch not
+#: begun). The other points are crashed in-process by the unit tests and by the full run.
+QUICK_POINTS = ("mid_quarantine", "before_commit", "after_checkpoint")
+CONFIG = f"""\
+# Written by verify/crash_matrix.py: one file per batch, every resend matched against the table.
+[lakehouse]
+home = "home"
+
+[tables.{TABLE}]
+schema = "{KEY} STRING NOT NULL, user_id STRING, amount DOUBLE, seq BIGINT"
+keys = ["{KEY}"]
+dedup = "table"
+
+[pipelines.{PIPELINE}]
+table = "{TABLE}"
+app_id = "{APP_ID}"
+trigger = "available-now"
+
+[pipelines.{PIPELINE}.source]
+format = "json"
+path = "landing"
+max_files_per_trigger = 1
+"""
+
+
+@dataclass(frozen=True)
+class Line:
+    """One line of an input file and what the ledger says about it.
+
+    `kind` is `valid` or `malformed` for a record's first line, `repeat` for a copy later in the
+    same file and `resend` for a copy in a later file; copies must not land again.
+    """
+
+    record_id: str
+    kind: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """The ids the generator wrote, read back from its ledger file, split by where they belong."""
+
+    valid: frozenset[str]
+    malformed: frozenset[str]
+    lines: int
+    files: int
+
+    @property
+    def records(self) -> int:
+        """Distinct records written, valid or not."""
+        return len(self.valid | self.malformed)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The tables' ids set against the ledger's; every count but the first three must be 0.
+
+    `duplicates` counts extra copies in the target, extra copies in the quarantine, and ids found
+    in both; `misplaced` counts ids on the wrong side or unknown to the ledger; `unidentified`
+    counts quarantine rows whose raw text names no single record id.
+    """
+
+    records: int
+    landed: int
+    quarantined: int
+    duplicates: int
+    losses: int
+    misplaced: int
+    unidentified: int
+
+
+@dataclass
+class Figures:
+    """Everything one harness run measured, for the summary line and the JSON file."""
+
+    records: int = 0
+    files: int = 0
+    point_faults: int = 0
+    random_kills: int = 0
+    sigterms: int = 0
+    kills_after_write: int = 0
+    restarts: int = 0
+    landed: int = 0
+    quarantined: int = 0
+    duplicates: int = 0
+    losses: int = 0
+    misplaced: int = 0
+    unidentified: int = 0
+    marker: int | None = None
+    last_batch: int = -1
+    checkpoint_batch: int | None = None
+    ledger_batches_ok: bool = False
+    consumed: bool = False
+    seconds: float = 0.0
+    errors: list[str] = field(default_factory=list)
+    not_fired: list[str] = field(default_factory=list)
+
+    @property
+    def faults(self) -> int:
+        """Faults injected: fault points that fired plus random kills."""
+        return self.point_faults + self.random_kills
+
+    @property
+    def marker_ok(self) -> bool:
+        """The log's marker, the checkpoint and the per-batch ledger all end at the last batch."""
+        return (
+            self.marker == self.last_batch == self.checkpoint_batch
+            and self.ledger_batches_ok
+            and self.last_batch >= 0
+        )
+
+    @property
+    def ok(self) -> bool:
+        """Exactly once: input consumed, nothing lost, nothing twice, nothing misplaced."""
+        return (
+            self.consumed
+            and self.duplicates == 0
+            and self.losses == 0
+            and self.misplaced == 0
+            and self.unidentified == 0
+            and self.marker_ok
+        )
+
+    def as_json(self) -> dict[str, object]:
+        """The figures plus the derived verdicts, for `--json`."""
+        return {**asdict(self), "faults": self.faults, "marker_ok": self.marker_ok, "ok": self.ok}
+
+
+def record_id(number: int) -> str:
+    """The id of record `number`: recognisable in any raw text, e.g. r000000123."""
+    return f"r{number:09d}"
+
+
+def record_text(rng: random.Random, number: int) -> str:
+    """A well-formed JSON line for record `number`."""
+    row = {
+        KEY: record_id(number),
+        "user_id": f"u{rng.randrange(1000):04d}",
+        "amount": round(rng.uniform(1, 500), 2),
+        "seq": number,
+    }
+    return json.dumps(row, separators=(",", ":"))
+
+
+def malformed_text(number: int) -> str:
+    """A truncated JSON line that cannot parse but still names its record id in the raw text."""
+    return f'{{"{KEY}": "{record_id(number)}", "amount": "not-a-number"'
+
+
+def plan_files(records: int, batch_size: int, seed: int) -> list[list[Line]]:
+    """The input: `batch_size` new records per file, some malformed, some lines sent twice.
+
+    Every file of two or more records has at least one malformed line, so `mid_quarantine` fires
+    at any batch; each file after the first resends exact copies of valid lines of earlier files.
+    """
+    if records < 1 or batch_size < 1:
+        raise ValueError("records and batch size must be at least 1")
+    rng = random.Random(seed)
+    files: list[list[Line]] = []
+    earlier: list[Line] = []
+    for first in range(0, records, batch_size):
+        count = min(batch_size, records - first)
+        bad_count = min(count - 1, max(1, round(count * MALFORMED_SHARE)))
+        bad = set(rng.sample(range(count), bad_count))
+        lines = [
+            Line(record_id(first + i), "malformed", malformed_text(first + i))
+            if i in bad
+            else Line(record_id(first + i), "valid", record_text(rng, first + i))
+            for i in range(count)
+        ]
+        valid = [line for line in lines if line.kind == "valid"]
+        extras = [
+            Line(line.record_id, "repeat", line.text)
+            for line in rng.sample(valid, min(len(valid), round(count * REPEAT_SHARE)))
+        ]
+        if earlier:
+            resent = rng.sample(earlier, min(len(earlier), max(1, round(count * RESEND_SHARE))))
+            extras += [Line(line.record_id, "resend", line.text) for line in resent]
+        for extra in extras:
+            lines.insert(rng.randrange(len(lines) + 1), extra)
+        files.append(lines)
+        earlier.extend(valid)
+    return files
+
+
+def file_name(index: int) -> str:
+    """The landing name of input file `index`; its batch id is the same number."""
+    return f"events-{index:06d}.json"
+
+
+def append_ledger(path: Path, name: str, lines: Iterable[Line]) -> None:
+    """Append a file's lines (id, kind, file) to the ledger and fsync it before the file lands."""
+    with path.open("a", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerows((line.record_id, line.kind, name) for line in lines)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def read_ledger_file(path: Path) -> Ledger:
+    """Read the generator's ledger back: which ids must land and which must be quarantined."""
+    valid: set[str] = set()
+    malformed: set[str] = set()
+    files: set[str] = set()
+    lines = 0
+    with path.open(encoding="utf-8", newline="") as handle:
+        for rid, kind, name in csv.reader(handle):
+            lines += 1
+            files.add(name)
+            if kind == "valid":
+                valid.add(rid)
+            elif kind == "malformed":
+                malformed.add(rid)
+    return Ledger(frozenset(valid), frozenset(malformed), lines, len(files))
+
+
+def compare(ledger: Ledger, target_ids: Sequence[str], quarantine_raw: Sequence[str]) -> Comparison:
+    """Set the target's ids and the ids in the quarantine's raw text against the ledger."""
+    quarantine_ids: list[str] = []
+    unidentified = 0
+    for raw in quarantine_raw:
+        found = set(ID_PATTERN.findall(raw))
+        if len(found) == 1:
+            quarantine_ids.append(found.pop())
+        else:
+            unidentified += 1
+    target = set(target_ids)
+    quarantined = set(quarantine_ids)
+    both = target & quarantined
+    expected = ledger.valid | ledger.malformed
+    return Comparison(
+        records=len(expected),
+        landed=len(target),
+        quarantined=len(quarantined),
+        duplicates=(len(target_ids) - len(target))
+        + (len(quarantine_ids) - len(quarantined))
+        + len(both),
+        losses=len(expected - target - quarantined),
+        misplaced=len(target - ledger.valid - both) + len(quarantined - ledger.malformed - both),
+        unidentified=unidentified,
+    )
+
+
+def summary_line(figures: Figures) -> str:
+    """The one line `make verify` prints: the figures, then `ok` or `FAILED`."""
+    marker = "none" if figures.marker is None else str(figures.marker)
+    return (
+        f"verify: faults={figures.faults} point_faults={figures.point_faults} "
+        f"random_kills={figures.random_kills} sigterms={figures.sigterms} "
+        f"restarts={figures.restarts} records={figures.records} landed={figures.landed} "
+        f"quarantined={figures.quarantined} duplicates={figures.duplicates} "
+        f"losses={figures.losses} misplaced={figures.misplaced} "
+        f"marker={marker}/{figures.last_batch} time={figures.seconds:.0f}s "
+        + ("ok" if figures.ok else "FAILED")
+    )
+
+
+def fault_cases(
+    points: Sequence[str], actions: Sequence[str], *, quick: bool
+) -> list[tuple[str, str]]:
+    """Each fault point with each crash action, or (quick) each quick point once, actions
+    alternating."""
+    if quick:
+        chosen = [p for p in points if p in QUICK_POINTS]
+        return [(point, actions[i % len(actions)]) for i, point in enumerate(chosen)]
+    return [(point, action) for point in points for action in actions]
+
+
+def crash_actions(available: Sequence[str]) -> tuple[str, ...]:
+    """SIGKILL, then SIGTERM if the package has a `term` action, else `exit` standing in for it."""
+    kinds = [a for a in CRASH_ACTIONS if a in available]
+    if "term" in kinds and "exit" in kinds:
+        kinds.remove("exit")
+    return tuple(kinds)
+
+
+def choose_kill(
+    rng: random.Random,
+    startup: float,
+    batch: float,
+    remaining_batches: int,
+    remaining_kills: int,
+) -> tuple[bool, float]:
+    """When to kill a run: (after its first batch activity?, seconds after spawn or after that).
+
+    A share of the kills hit JVM start-up and pipeline setup (seconds after spawn). The rest wait
+    for the stream's first write, then fall within a span that lets the run progress, on average,
+    by its share of the batches still to run, so the kills spread over the whole input and over
+    every stage of a batch.
+    """
+    if rng.random() < STARTUP_KILL_SHARE:
+        return False, rng.uniform(0.25 * startup, startup)
+    per_kill = remaining_batches / max(1, remaining_kills)
+    return True, rng.uniform(0.0, batch * max(1.0, 2.0 * per_kill))
+
+
+@dataclass
+class Timing:
+    """Running estimates of start-up and batch time, learned from what the runs wrote when."""
+
+    startups: list[float] = field(default_factory=list)
+    batches: list[float] = field(default_factory=list)
+
+    @property
+    def batch(self) -> float:
+        """Median seconds between two checkpoint commits of one run (5 s until measured)."""
+        return statistics.median(self.batches[-100:]) if self.batches else 5.0
+
+    @property
+    def startup(self) -> float:
+        """Median seconds from spawn to the stream's first write (20 s until measured)."""
+        return statistics.median(self.startups[-20:]) if self.startups else 20.0
+
+    def learn(self, first_write: float | None, batches_done: Sequence[float]) -> None:
+        """Take in when (seconds after spawn) a run first wrote and when it finished batches."""
+        self.batches.extend(b - a for a, b in itertools.pairwise(batches_done))
+        if first_write is not None:
+            self.startups.append(first_write)
+
+
+def group_alive(pgid: int) -> bool:
+    """True while any process of the group is still running (zombies do not count)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
+
+
+Probe = Callable[[], tuple[int, int]]
+
+
+class Run:
+    """One `lakehouse ingest` process in its own process group, its output in log files.
+
+    While it runs, a probe of the lakehouse home (checkpoint commits, files written) tells when
+    the stream first wrote anything and when each batch finished.
+    """
+
+    def __init__(
+        self, argv: Sequence[str], cwd: Path, env: dict[str, str], stem: Path, probe: Probe
+    ) -> None:
+        self.label = stem.name
+        self.err_path = stem.with_suffix(".err")
+        self._out: IO[bytes] = stem.with_suffix(".out").open("wb")
+        self._err: IO[bytes] = self.err_path.open("wb")
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(
+            list(argv),
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=self._out,
+            stderr=self._err,
+            start_new_session=True,
+        )
+        self.batch_lines = 0
+        self.first_write: float | None = None
+        self.batches_done: list[float] = []
+        self._probe = probe
+        self._commits, self._written = probe()
+        self._offset = 0
+        self._partial = b""
+
+    def _observe(self) -> None:
+        now = time.monotonic() - self.started
+        commits, written = self._probe()
+        if self.first_write is None and written != self._written:
+            self.first_write = now
+        self.batches_done.extend([now] * max(0, commits - self._commits))
+        self._commits = max(commits, self._commits)
+        with self.err_path.open("rb") as handle:
+            handle.seek(self._offset)
+            chunk = handle.read()
+        self._offset += len(chunk)
+        *complete, self._partial = (self._partial + chunk).split(b"\n")
+        self.batch_lines += sum(
+            1 for raw in complete if BATCH_LINE.match(raw.decode("utf-8", "replace"))
+        )
+
+    def wait(self, timeout: float, *, until_write: bool = False) -> int | None:
+        """Wait up to `timeout` seconds (or until the first write); the exit code or None."""
+        deadline = time.monotonic() + timeout
+        while True:
+            code = self.proc.poll()
+            self._observe()
+            if code is not None:
+                return code
+            if time.monotonic() >= deadline or (until_write and self.first_write is not None):
+                return None
+            time.sleep(0.2)
+
+    def signal_group(self, sig: signal.Signals) -> None:
+        """Send `sig` to every process of the run: the Python driver and its JVM."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, sig)
+
+    def settle(self, grace: float = 60.0) -> None:
+        """Wait until the whole group is gone (the metastore allows one JVM); SIGKILL stragglers."""
+        self.proc.wait()
+        deadline = time.monotonic() + grace
+        while group_alive(self.proc.pid):
+            if time.monotonic() >= deadline:
+                self.signal_group(signal.SIGKILL)
+                deadline = time.monotonic() + grace
+            time.sleep(0.2)
+        self._observe()
+        self._out.close()
+        self._err.close()
+
+    def error_line(self) -> str:
+        """The run's last `error:` line on stderr, or its last line."""
+        lines = self.err_path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+        errors = [line for line in lines if line.startswith("error:")]
+        return (errors or lines or ["(no output)"])[-1]
+
+
+class Harness:
+    """The landing directory, the ledger, the runs and the figures of one verification."""
+
+    def __init__(self, workdir: Path, plan: list[list[Line]], seed: int, timeout: float) -> None:
+        self.workdir = workdir
+        self.plan = plan
+        self.rng = random.Random(seed + 1)
+        self.timeout = timeout
+        self.landing = workdir / "landing"
+        self.staging = workdir / "staging"
+        self.runs = workdir / "runs"
+        self.ledger = workdir / "ledger.csv"
+        self.config = workdir / "lakehouse.toml"
+        self.home = workdir / "home"
+        self.checkpoint = self.home / "checkpoints" / APP_ID
+        self.landed = 0
+        self.started = 0
+        self.timing = Timing()
+        self.figures = Figures(files=len(plan), last_batch=len(plan) - 1)
+        self.env = {
+            k: v for k, v in os.environ.items() if k not in (ENV_VAR, "PYSPARK_GATEWAY_PORT")
+        }
+        self.env.setdefault("LAKEHOUSE_SPARK_MASTER", "local[2]")
+        self.env["PYTHONUNBUFFERED"] = "1"
+
+    def prepare(self) -> None:
+        """Write the config and stage every input file (outside the landing directory)."""
+        for directory in (self.landing, self.staging, self.runs):
+            directory.mkdir(parents=True)
+        self.config.write_text(CONFIG, encoding="utf-8")
+        for index, lines in enumerate(self.plan):
+            path = self.staging / file_name(index)
+            with path.open("w", encoding="utf-8") as handle:
+                handle.write("".join(line.text + "\n" for line in lines))
+                handle.flush()
+                os.fsync(handle.fileno())
+
+    def land_through(self, last: int) -> None:
+        """Land staged files up to index `last`: ledger first, then an atomic rename.
+
+        Modification times increase with the index, so the stream takes one file per batch in
+        order and batch id n is file n.
+        """
+        base = int(time.time())
+        while self.landed <= min(last, len(self.plan) - 1):
+            name = file_name(self.landed)
+            append_ledger(self.ledger, name, self.plan[self.landed])
+            staged = self.staging / name
+            os.utime(staged, (base + self.landed, base + self.landed))
+            os.replace(staged, self.landing / name)
+            self.landed += 1
+        descriptor = os.open(self.landing, os.O_RDONLY)
+        try:
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+
+    def start(self, label: str, fault: str | None) -> Run:
+        """Spawn `lakehouse ingest` with an optional LAKEHOUSE_FAULT rule."""
+        env = dict(self.env)
+        if fault:
+            env[ENV_VAR] = fault
+        self.started += 1
+        self.figures.restarts = self.started - 1
+        argv = [sys.executable, "-m", "ingest.cli", "ingest", "--config", str(self.config)]
+        stem = self.runs / f"{self.started:04d}-{label}"
+        return Run(argv, self.workdir, env, stem, self.probe)
+
+    def probe(self) -> tuple[int, int]:
+        """(checkpoint commits, entries in the checkpoint and the tables' logs) right now."""
+        commits = _count(self.checkpoint / "commits", digits=True)
+        logs = [self.home / "warehouse" / t / "_delta_log" for t in (TABLE, QUARANTINE)]
+        return commits, commits + _count(self.checkpoint / "offsets") + sum(map(_count, logs))
+
+    def finish(self, run: Run, code: int | None) -> int | None:
+        """Stop a run that overran, wait for its group to end, learn its timings."""
+        if code is None:
+            run.signal_group(signal.SIGKILL)
+            self.figures.errors.append(f"{run.label}: still running after {self.timeout:.0f} s")
+        run.settle()
+        self.timing.learn(run.first_write, run.batches_done)
+        return code
+
+    def checkpoint_batch(self) -> int | None:
+        """The last batch the stream checkpoint marks as done (`commits/<n>`), if any."""
+        commits = self.checkpoint / "commits"
+        if not commits.exists():
+            return None
+        return max((int(p.name) for p in commits.iterdir() if p.name.isdigit()), default=None)
+
+    def fault_phase(self, cases: Sequence[tuple[str, str]]) -> None:
+        """Fire each (point, action) once, at successive batches; each run restarts the last.
+
+        Faults go one or two batches apart (two when the input is long enough), so that runs
+        also finish whole batches and their timings can be learned.
+        """
+        usable = max(0, len(self.plan) - 1)
+        if len(cases) > usable:
+            self.figures.errors.append(
+                f"only {usable} batches for {len(cases)} fault cases: "
+                f"skipped {[f'{p}:{a}' for p, a in cases[usable:]]}"
+            )
+        gap = 2 if len(self.plan) > 3 * len(cases) else 1
+        for number, (point, action) in enumerate(cases[:usable]):
+            batch = 1 + number * gap
+            rule = f"{point}:{action}@{batch}"
+            self.land_through(batch)
+            run = self.start(f"{point}-{action}", rule)
+            code = self.finish(run, run.wait(self.timeout))
+            if code == EXPECTED_EXIT[action]:
+                self.figures.point_faults += 1
+            elif code == 0:
+                self.figures.not_fired.append(rule)
+            else:
+                self.figures.errors.append(f"{run.label}: exit {code}: {run.error_line()}")
+            progress(f"fault {rule}: exit {code}")
+
+    def random_phase(self, kills: int) -> None:
+        """Land everything, then kill runs at random times until `kills` or the input runs out."""
+        self.land_through(len(self.plan) - 1)
+        failures_in_row = 0
+        while self.figures.random_kills < kills and failures_in_row < 3:
+            done = self.checkpoint_batch()
+            remaining = self.figures.last_batch - (-1 if done is None else done)
+            after_write, delay = choose_kill(
+                self.rng,
+                self.timing.startup,
+                self.timing.batch,
+                remaining,
+                kills - self.figures.random_kills,
+            )
+            run = self.start("random", None)
+            code = run.wait(self.timeout, until_write=True) if after_write else None
+            if code is None:
+                code = run.wait(delay)
+            if code is None:
+                self.kill(run, kills)
+                failures_in_row = 0
+                continue
+            self.finish(run, code)
+            if code == 0:
+                self.figures.consumed = True
+                return
+            self.figures.errors.append(f"{run.label}: exit {code}: {run.error_line()}")
+            failures_in_row += 1
+
+    def kill(self, run: Run, kills: int) -> None:
+        """Kill a run's whole group with SIGKILL, or SIGTERM a third of the time."""
+        sig = signal.SIGTERM if self.rng.random() < 1 / 3 else signal.SIGKILL
+        at = time.monotonic() - run.started
+        run.signal_group(sig)
+        f = self.figures
+        f.random_kills += 1
+        f.sigterms += sig == signal.SIGTERM
+        f.kills_after_write += run.first_write is not None
+        self.finish(run, run.wait(self.timeout))
+        progress(
+            f"random kill {f.random_kills}/{kills}: {sig.name} at {at:.1f} s"
+            + (f" ({at - run.first_write:.1f} s after the first write)" if run.first_write else "")
+            + f", {run.batch_lines} batch line(s), checkpoint at {self.checkpoint_batch()}"
+        )
+
+    def final_phase(self, attempts: int = 3) -> None:
+        """Run without faults until the input is consumed (exit 0), a few attempts at most."""
+        for _ in range(attempts):
+            if self.figures.consumed:
+                return
+            run = self.start("final", None)
+            code = self.finish(run, run.wait(self.timeout))
+            if code == 0:
+                self.figures.consumed = True
+            else:
+                self.figures.errors.append(f"{run.label}: exit {code}: {run.error_line()}")
+
+    def verify(self) -> None:
+        """Read the tables and the log in one Spark session and fill in the verdict's figures."""
+        os.environ.setdefault("LAKEHOUSE_SPARK_MASTER", "local[2]")
+        from tables.log import committed_batch, read_ledger
+        from tables.session import get_spark
+
+        spark = get_spark(self.home, app_name="lakehouse-verify")
+        try:
+            target = [str(r[0]) for r in spark.table(TABLE).select(KEY).collect()]
+            raw = [str(r[0] or "") for r in spark.table(QUARANTINE).select(RAW_COLUMN).collect()]
+            marker = committed_batch(spark, TABLE, APP_ID)
+            batches = sorted(
+                e.meta.batch_id
+                for e in read_ledger(spark, TABLE, app_id=APP_ID)
+                if e.meta.kind == "batch"
+            )
+        finally:
+            spark.stop()
+        found = compare(read_ledger_file(self.ledger), target, raw)
+        f = self.figures
+        f.records, f.landed, f.quarantined = found.records, found.landed, found.quarantined
+        f.duplicates, f.losses = found.duplicates, found.losses
+        f.misplaced, f.unidentified = found.misplaced, found.unidentified
+        f.marker, f.checkpoint_batch = marker, self.checkpoint_batch()
+        f.ledger_batches_ok = batches == list(range(len(self.plan)))
+        if not f.ledger_batches_ok:
+            f.errors.append(f"log ledger batch ids {batches} != 0..{f.last_batch}, once each")
+        if any(self.staging.iterdir()):
+            f.errors.append("some staged files were never landed")
+            f.consumed = False
+
+
+def _count(directory: Path, *, digits: bool = False) -> int:
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return 0
+    return sum(1 for n in names if n.isdigit()) if digits else len(names)
+
+
+def progress(message: str) -> None:
+    """One progress line on stderr (the summary goes to stdout)."""
+    print(f"verify: {message}", file=sys.stderr, flush=True)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """Command-line options; `--quick` changes only the defaults of the sizes."""
+    parser = argparse.ArgumentParser(prog="python -m verify.crash_matrix", description=__doc__)
+    parser.add_argument(
+        "--quick", action="store_true", help="CI preset (1,200 records, 3 fault points, 2 kills)"
+    )
+    parser.add_argument("--records", type=int, help="distinct records (default 100,000)")
+    parser.add_argument("--batch-size", type=int, help="records per file/batch (default 750)")
+    parser.add_argument("--random-kills", type=int, help="random kills (default 200)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--workdir", type=Path, help="empty or new directory (kept)")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--run-timeout", type=float, default=1800.0, help="seconds per run")
+    args = parser.parse_args(argv)
+    preset = QUICK if args.quick else FULL
+    for name, value in preset.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run every phase, print the summary line; 0 only if every record landed exactly once."""
+    args = parse_args(argv)
+    started = time.monotonic()
+    if args.workdir is not None and args.workdir.exists() and any(args.workdir.iterdir()):
+        print(f"error: --workdir {args.workdir} is not empty", file=sys.stderr)
+        return 2
+    workdir = (args.workdir or Path(tempfile.mkdtemp(prefix="lakehouse-verify-"))).resolve()
+    points = [str(p) for p in get_args(FaultPoint)]
+    cases = fault_cases(points, crash_actions(get_args(FaultAction)), quick=args.quick)
+    harness = Harness(
+        workdir, plan_files(args.records, args.batch_size, args.seed), args.seed, args.run_timeout
+    )
+    harness.prepare()
+    progress(
+        f"{args.records} records in {len(harness.plan)} files, {len(cases)} fault cases, "
+        f"{args.random_kills} random kills, in {workdir}"
+    )
+    harness.fault_phase(cases)
+    harness.random_phase(args.random_kills)
+    harness.final_phase()
+    try:
+        harness.verify()
+    except Exception as exc:
+        harness.figures.errors.append(f"verification failed: {first_line(exc)}")
+        harness.figures.consumed = False
+    figures = harness.figures
+    figures.seconds = time.monotonic() - started
+    for problem in figures.errors:
+        progress(f"note: {problem}")
+    if figures.not_fired:
+        progress(f"note: fault rules that never fired: {', '.join(figures.not_fired)}")
+    if args.json is not None:
+        args.json.write_text(json.dumps(figures.as_json(), indent=2) + "\n", encoding="utf-8")
+    print(summary_line(figures), flush=True)
+    if figures.ok and args.workdir is None:
+        shutil.rmtree(workdir)
+    elif not figures.ok:
+        progress(f"state and run logs kept in {workdir}")
+    return 0 if figures.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
