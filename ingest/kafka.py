@@ -65,6 +65,12 @@ METADATA_COLUMNS = {
 }
 
 REDACTED = "***"
+#: Kafka's own config provider that resolves `${env:NAME}` in client settings (Kafka >= 3.5).
+ENV_CONFIG_PROVIDER = {
+    "config.providers": "env",
+    "config.providers.env.class": "org.apache.kafka.common.config.provider.EnvVarConfigProvider",
+}
+_ENV_REFERENCE = "${env:"
 _SECRET_KEY = re.compile(r"password|secret|jaas|token|key|credential", re.IGNORECASE)
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _SERVER = re.compile(r"^[A-Za-z0-9._\[\]:-]+:[0-9]{1,5}$")
@@ -173,7 +179,7 @@ class KafkaSource:
 
     def connector_options(self) -> dict[str, str]:
         """The options for `format("kafka")`: servers, subscription, client settings."""
-        options = {f"kafka.{key}": str(value) for key, value in self.options.items()}
+        options = {f"kafka.{key}": value for key, value in self.client_options().items()}
         options["kafka.bootstrap.servers"] = self.bootstrap_servers
         if self.topic is not None:
             options["subscribe"] = self.topic
@@ -182,11 +188,17 @@ class KafkaSource:
         options["failOnDataLoss"] = "true"
         return options
 
+    def client_options(self) -> dict[str, str]:
+        """The Kafka client settings, with Kafka's environment-variable config provider switched
+        on when a value refers to one (`${env:NAME}`), so secrets can stay out of the config."""
+        options = {key: str(value) for key, value in self.options.items()}
+        if any(_ENV_REFERENCE in value for value in options.values()):
+            options = {**ENV_CONFIG_PROVIDER, **options}
+        return options
+
     def client_properties(self) -> dict[str, str]:
         """Kafka client properties for an admin client of this source's cluster."""
-        properties = {key: str(value) for key, value in self.options.items()}
-        properties["bootstrap.servers"] = self.bootstrap_servers
-        return properties
+        return {**self.client_options(), "bootstrap.servers": self.bootstrap_servers}
 
 
 def _check_starting_offsets(text: str) -> None:

@@ -112,6 +112,18 @@ def test_connector_options() -> None:
     assert options.describe()["pattern"] == "events-.*"
 
 
+def test_env_references_switch_on_kafkas_env_config_provider() -> None:
+    source = KafkaSource("h:1", topic="t", options={"sasl.jaas.config": "${env:JAAS}"})
+
+    options = source.connector_options()
+
+    assert options["kafka.config.providers"] == "env"
+    assert options["kafka.config.providers.env.class"].endswith("EnvVarConfigProvider")
+    assert options["kafka.sasl.jaas.config"] == "${env:JAAS}"
+    assert source.client_properties()["config.providers"] == "env"
+    assert "config.providers" not in KafkaSource("h:1", topic="t").connector_options()
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
