@@ -8,7 +8,6 @@ anything.
 from __future__ import annotations
 
 import json
-import os
 import random
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.processes import child_env
 from verify.crash_matrix import (
     ID_PATTERN,
     Figures,
@@ -223,10 +223,6 @@ def test_quick_preset_only_changes_defaults() -> None:
 
 @pytest.mark.slow
 def test_quick_crash_matrix_lands_every_record_exactly_once(tmp_path: Path) -> None:
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("LAKEHOUSE_FAULT", "PYSPARK_GATEWAY_PORT")
-    }
-    env["LAKEHOUSE_SPARK_MASTER"] = "local[2]"
     result = subprocess.run(
         [
             sys.executable,
@@ -239,7 +235,7 @@ def test_quick_crash_matrix_lands_every_record_exactly_once(tmp_path: Path) -> N
             str(tmp_path / "figures.json"),
         ],
         cwd=REPO,
-        env=env,
+        env=child_env(),
         capture_output=True,
         text=True,
         timeout=1800,

@@ -31,6 +31,7 @@ from tables.errors import CheckpointLostError, DamagedLogError, SchemaMismatchEr
 from tables.log import committed_batch, committed_batches, read_ledger, table_version
 from tables.session import jvm_of
 from tables.spec import TableSpec
+from tests.support.processes import child_env
 
 MakeTable = Callable[..., TableSpec]
 REPO = Path(__file__).resolve().parents[2]
@@ -91,10 +92,7 @@ class Writer:
     def __init__(
         self, home: Path, spec: TableSpec, location: str, batch: int, tag: str, fault: str
     ):
-        env = {k: v for k, v in os.environ.items() if k != "PYSPARK_GATEWAY_PORT"}
-        env.update(LAKEHOUSE_SPARK_MASTER="local[1]", LAKEHOUSE_FAULT=fault, PYTHONUNBUFFERED="1")
-        if not fault:
-            env.pop("LAKEHOUSE_FAULT")
+        env = {**child_env(fault, master="local[1]"), "PYTHONUNBUFFERED": "1"}
         argv = [home, location, spec.name, "zombie-app", batch, batch * 10, 10, tag]
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tests.support.writer", *map(str, argv)],

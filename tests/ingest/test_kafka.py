@@ -10,11 +10,8 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import shutil
 import socket
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -43,6 +40,7 @@ from tables.log import read_ledger
 from tables.spec import TableSpec, parse_struct
 from tests.support import kafka_broker
 from tests.support.kafka_broker import KafkaBroker, KafkaBrokerError
+from tests.support.processes import run_lakehouse
 
 SCHEMA = StructType(
     [
@@ -511,23 +509,6 @@ max_offsets_per_trigger = 5
 """
 
 
-def lakehouse(cwd: Path, *args: str, fault: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("LAKEHOUSE_FAULT", "PYSPARK_GATEWAY_PORT")
-    }
-    if fault:
-        env["LAKEHOUSE_FAULT"] = fault
-    return subprocess.run(
-        [sys.executable, "-m", "ingest.cli", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-
-
 @pytest.mark.slow
 def test_a_process_killed_mid_stream_restarts_without_duplicates_or_gaps(
     spark: SparkSession, broker: KafkaBroker, topic: Callable[..., str], tmp_path: Path
@@ -537,9 +518,9 @@ def test_a_process_killed_mid_stream_restarts_without_duplicates_or_gaps(
     config = KAFKA_CONFIG.format(bootstrap=broker.bootstrap, topic=name, secret=SECRET)
     (tmp_path / "lakehouse.toml").write_text(config)
 
-    killed = lakehouse(tmp_path, "ingest", fault="after_commit:kill@1")
-    restarted = lakehouse(tmp_path, "ingest")
-    history = lakehouse(tmp_path, "history", "events", "--format", "json")
+    killed = run_lakehouse(tmp_path, "ingest", fault="after_commit:kill@1")
+    restarted = run_lakehouse(tmp_path, "ingest")
+    history = run_lakehouse(tmp_path, "history", "events", "--format", "json")
 
     assert killed.returncode == -9, killed.stderr
     assert restarted.returncode == 0, restarted.stderr

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.processes import run_lakehouse
+
 pytestmark = pytest.mark.slow
 
 CONFIG = """
@@ -34,24 +36,6 @@ max_files_per_trigger = 1
 """
 
 
-def lakehouse(cwd: Path, *args: str, fault: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("LAKEHOUSE_FAULT", "PYSPARK_GATEWAY_PORT")
-    }
-    env["LAKEHOUSE_SPARK_MASTER"] = "local[2]"
-    if fault:
-        env["LAKEHOUSE_FAULT"] = fault
-    return subprocess.run(
-        [sys.executable, "-m", "ingest.cli", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-
-
 def test_crash_after_commit_then_restart_loses_and_duplicates_nothing(
     tmp_path: Path,
 ) -> None:
@@ -67,16 +51,16 @@ def test_crash_after_commit_then_restart_loses_and_duplicates_nothing(
         )
         os.utime(landing / f"{n}.json", (1_700_000_000 + n, 1_700_000_000 + n))
 
-    crashed = lakehouse(tmp_path, "ingest", fault="after_commit:kill@1")
+    crashed = run_lakehouse(tmp_path, "ingest", fault="after_commit:kill@1")
     assert crashed.returncode in (137, -9), crashed.stderr
     assert "batch 0: committed" in crashed.stderr
 
-    restarted = lakehouse(tmp_path, "ingest")
+    restarted = run_lakehouse(tmp_path, "ingest")
     assert restarted.returncode == 0, restarted.stderr
     assert "batch 1: skipped" in restarted.stderr
     assert "2 batches (1 committed, 1 skipped, 0 empty)" in restarted.stdout
 
-    queried = lakehouse(
+    queried = run_lakehouse(
         tmp_path,
         "sql",
         "--format",
