@@ -114,8 +114,11 @@ def armed_rule(point: FaultPoint, batch_id: int) -> FaultRule | None:
     text = os.environ.get(ENV_VAR)
     if not text:
         return None
-    roll = _roll()
-    return next((r for r in parse_rules(text) if r.matches(point, batch_id, roll)), None)
+    rules = [rule for rule in parse_rules(text) if rule.point == point]
+    if not rules:
+        return None
+    roll = _roll()  # only points a rule names draw, so a seed gives the same batches per point
+    return next((rule for rule in rules if rule.matches(point, batch_id, roll)), None)
 
 
 def fault_point(point: FaultPoint, batch_id: int) -> None:
