@@ -60,7 +60,7 @@ def test_vacuum_keeps_time_travel_within_retention_and_removes_debris_beyond(
     directory = Path(location.removeprefix("file:"))
     # A data file written by a commit that never landed: abort debris.
     orphan = directory / "part-99999-orphan-of-an-aborted-commit.snappy.parquet"
-    shutil.copyfile(next(directory.glob("part-*.parquet")), orphan)
+    shutil.copyfile(next(directory.rglob("part-*.parquet")), orphan)
     no_window = timedelta(0)
 
     kept = vacuum(spark, spec.name, retain_hours=1, replay_window=no_window, force=True)

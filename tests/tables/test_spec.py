@@ -61,7 +61,7 @@ def test_ensure_table_is_idempotent_and_registers(spark: SparkSession) -> None:
     assert ensure_table(spark, spec) is True
     assert ensure_table(spark, spec) is False
     detail = table_detail(spark, "spec_created")
-    assert detail.partition_columns == ("b",)
+    assert detail.partition_columns == ("_lh_app_id", "b")
     assert detail.properties["delta.enableChangeDataFeed"] == "true"
     assert "delta.setTransactionRetentionDuration" not in detail.properties
 
