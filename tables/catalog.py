@@ -7,6 +7,7 @@ missing or has another type is a SchemaMismatchError, never a silent rewrite.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -86,11 +87,22 @@ def create_table(
         builder.execute()
     except Exception:
         # Another process or thread created it first (Delta reports the lost race for version 0
-        # as a concurrent protocol or metadata change): the table exists, check it instead.
-        if not table_exists(spark, name):
+        # as a concurrent protocol or metadata change): the table exists, check it instead. The
+        # winner commits version 0 before it registers the name, so give it a moment to appear.
+        if not _appears(spark, name):
             raise
         _assert_matches(spark, name, schema)
         return False
+    return True
+
+
+def _appears(spark: SparkSession, name: str, timeout: float = 10.0) -> bool:
+    """True once `name` is in the catalog, polling for up to `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not table_exists(spark, name):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.2)
     return True
 
 

@@ -113,7 +113,7 @@ def test_two_streams_in_one_session_commit_concurrently(
     for thread in threads:
         thread.join()
 
-    assert not errors, errors
+    assert not errors, [str(e)[:600] for e in errors]
     assert reports == {"left": 3, "right": 3}
     assert committed_batch(spark, spec.name, "left") == 2
     assert committed_batch(spark, spec.name, "right") == 2
