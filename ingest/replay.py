@@ -42,7 +42,13 @@ from tables.catalog import require_table
 from tables.errors import ConfigError, TerminalError
 from tables.faults import fault_point
 from tables.identifiers import validate_app_id
-from tables.log import USER_METADATA_CONF, CommitMetadata, LedgerEntry, read_ledger
+from tables.log import (
+    USER_METADATA_CONF,
+    CommitMetadata,
+    LedgerEntry,
+    read_ledger,
+    recorded_offsets,
+)
 from tables.session import hadoop_path
 from tables.spec import APP_ID_COLUMN, BATCH_ID_COLUMN
 
@@ -120,9 +126,10 @@ def plan_replay(
 
 def _plan(entry: LedgerEntry, source: FileSource | KafkaSource | None) -> ReplayPlan:
     recorded = entry.meta.source
-    if recorded.get("kind") == "kafka" and isinstance(recorded.get("offsets"), dict):
+    offsets = recorded_offsets(recorded)
+    if offsets is not None:
         kafka = source if isinstance(source, KafkaSource) else _recorded_kafka(recorded)
-        return ReplayPlan(entry, kafka, offsets=dict(recorded["offsets"]))
+        return ReplayPlan(entry, kafka, offsets=dict(offsets))
     files = recorded.get("files")
     if recorded.get("kind") != "files" or not isinstance(files, list):
         raise TerminalError(

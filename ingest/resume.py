@@ -12,13 +12,12 @@ it; if the new checkpoint is lost too, the next resume computes it again from th
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ingest.kafka import KafkaSource, available_offsets, next_offsets
 from tables.errors import CheckpointLostError
-from tables.log import committed_batch, read_ledger
+from tables.log import committed_batch, read_ledger, recorded_offsets
 from tables.session import hadoop_path
 
 if TYPE_CHECKING:
@@ -37,15 +36,6 @@ class ResumePoint:
     starting_offsets: str
 
 
-def kafka_ranges(entries_sources: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """The recorded offset ranges among ledger source records (other kinds are passed over)."""
-    return [
-        source["offsets"]
-        for source in entries_sources
-        if source.get("kind") == "kafka" and isinstance(source.get("offsets"), Mapping)
-    ]
-
-
 def resume_point(
     spark: SparkSession, spec: TableSpec, app_id: str, source: KafkaSource
 ) -> ResumePoint | None:
@@ -54,7 +44,7 @@ def resume_point(
     if committed is None:
         return None
     entries = [e for e in read_ledger(spark, spec.name, app_id=app_id) if e.meta.kind == "batch"]
-    ranges = kafka_ranges([e.meta.source for e in entries])
+    ranges = [r for e in entries if (r := recorded_offsets(e.meta.source)) is not None]
     if not ranges:
         raise CheckpointLostError(
             f"app id {app_id!r} holds batches up to {committed} in {spec.name}, but its ledger "

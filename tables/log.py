@@ -115,10 +115,16 @@ class LedgerEntry:
         }
 
 
+def recorded_offsets(source: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The Kafka offset ranges a batch's source record holds, or None for other sources."""
+    offsets = source.get("offsets")
+    return offsets if source.get("kind") == "kafka" and isinstance(offsets, Mapping) else None
+
+
 def describe_source(source: Mapping[str, Any]) -> str:
     """A short human description of a batch's source record."""
-    offsets = source.get("offsets")
-    if source.get("kind") == "kafka" and isinstance(offsets, Mapping):
+    offsets = recorded_offsets(source)
+    if offsets is not None:
         return "kafka: " + "; ".join(
             f"{topic} p{partition} {bounds[0]}-{bounds[1]}"
             for topic, partitions in sorted(offsets.items())
