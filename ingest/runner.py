@@ -7,7 +7,7 @@ checkpoint was lost, and the run stops with both numbers instead of re-numbering
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -251,34 +251,30 @@ def _commit_stream_batch(
 ) -> BatchResult:
     """Commit one micro-batch; a Kafka batch records its offset ranges in its ledger entry."""
     source = pipeline.source
-    spark = batch.sparkSession
-    if isinstance(source, FileSource):
+
+    def commit(
+        rows: DataFrame, record: Mapping[str, Any], raw: str | None, options: Mapping[str, str]
+    ) -> BatchResult:
         return commit_batch(
-            spark,
+            rows.sparkSession,
             spec,
             pipeline.app_id,
             batch_id,
-            batch,
-            source=source.describe(),
-            raw_format=source.format,
-            reader_options=source.options,
+            rows,
+            source=record,
+            raw_format=raw,
+            reader_options=options,
             gate=gate,
             fail_on_rewind=True,
         )
+
+    if isinstance(source, FileSource):
+        return commit(batch, source.describe(), source.format, source.options)
     cached = batch.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        ranges = offset_ranges(cached)
-        return commit_batch(
-            spark,
-            spec,
-            pipeline.app_id,
-            batch_id,
-            cached.drop(*KAFKA_COLUMNS),
-            source={**source.describe(), "offsets": ranges},
-            raw_format="json" if source.value_format == "json" else None,
-            gate=gate,
-            fail_on_rewind=True,
-        )
+        record = {**source.describe(), "offsets": offset_ranges(cached)}
+        raw = "json" if source.value_format == "json" else None
+        return commit(cached.drop(*KAFKA_COLUMNS), record, raw, {})
     finally:
         cached.unpersist()
 
