@@ -10,6 +10,7 @@ session already exists and is reused as it is: no local master, no JAR resolutio
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 from collections.abc import Iterator, Mapping
@@ -24,16 +25,45 @@ from tables.errors import SessionError
 DEFAULT_HOME = Path(".lakehouse")
 _LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 
-#: Sizing for the embedded local session: a laptop or CI box, not a cluster.
+#: Settings of the embedded local session (a laptop or CI box, not a cluster) besides its sizing.
 EMBEDDED_DEFAULTS: Mapping[str, str] = {
-    "spark.sql.shuffle.partitions": "8",
-    "spark.databricks.delta.snapshotPartitions": "8",
     "spark.sql.session.timeZone": "UTC",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
-    # File listings (VACUUM's among them) default to 10,000 tasks: minutes on a laptop.
-    "spark.sql.sources.parallelPartitionDiscovery.parallelism": "8",
 }
+_MAX_EMBEDDED_PARTITIONS = 8
+_LOCAL_MASTER = re.compile(r"local(?:\[(\*|\d+)(?:,\s*\d+)?\])?")
+
+
+def local_cores(master: str, cpu_count: int | None) -> int | None:
+    """How many cores a `local`, `local[N]`, `local[*]` or `local[N, retries]` master uses.
+
+    None for any other master (a standalone or YARN cluster): its size is not known here.
+    """
+    match = _LOCAL_MASTER.fullmatch(master.strip())
+    if match is None:
+        return None
+    threads = match.group(1)
+    if threads is None:
+        return 1
+    return max(1, cpu_count or 1) if threads == "*" else max(1, int(threads))
+
+
+def embedded_sizing(cores: int | None) -> dict[str, str]:
+    """Partition counts for an embedded session on `cores` cores (None: a cluster, use 8).
+
+    Delta rebuilds a table's state (the file list and the txn markers every exactly-once commit
+    reads) with a job of `snapshotPartitions` tasks, and each task of that job builds a cached
+    partition: on a small log, a task per core instead of Delta's cluster default (50) makes the
+    job several times cheaper. Shuffles and file listings (VACUUM's default is 10,000 tasks)
+    follow the same size.
+    """
+    size = str(max(1, min(cores or _MAX_EMBEDDED_PARTITIONS, _MAX_EMBEDDED_PARTITIONS)))
+    return {
+        "spark.sql.shuffle.partitions": size,
+        "spark.databricks.delta.snapshotPartitions": size,
+        "spark.sql.sources.parallelPartitionDiscovery.parallelism": size,
+    }
 
 
 def jvm_of(spark: SparkSession) -> Any:
@@ -123,9 +153,11 @@ def _build_embedded(home: Path, app_name: str, extra_conf: Mapping[str, str]) ->
     os.environ.setdefault("SPARK_LOCAL_HOSTNAME", "localhost")
     home.mkdir(parents=True, exist_ok=True)
     java_options = f"-Dlog4j.configurationFile={_LOG4J_CONFIG} -Dderby.system.home={home}"
+    master = os.environ.get("LAKEHOUSE_SPARK_MASTER", "local[*]")
+    sizing = embedded_sizing(local_cores(master, os.cpu_count()))
     builder = (
         SparkSession.builder.appName(app_name)
-        .master(os.environ.get("LAKEHOUSE_SPARK_MASTER", "local[*]"))
+        .master(master)
         .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
         .config(
             "spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"
@@ -138,7 +170,7 @@ def _build_embedded(home: Path, app_name: str, extra_conf: Mapping[str, str]) ->
         .config("spark.driver.extraJavaOptions", java_options)
         .enableHiveSupport()
     )
-    for key, value in {**EMBEDDED_DEFAULTS, **extra_conf}.items():
+    for key, value in {**EMBEDDED_DEFAULTS, **sizing, **extra_conf}.items():
         builder = builder.config(key, value)
     log_path = home / "logs" / "spark-driver.log"
     try:

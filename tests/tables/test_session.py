@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tables.session import is_cluster_environment, java_available
+import pytest
+
+from tables.session import embedded_sizing, is_cluster_environment, java_available, local_cores
 
 
 def test_cluster_environments_reuse_their_session() -> None:
@@ -21,3 +23,24 @@ def test_java_is_found_through_java_home_or_path(tmp_path: Path) -> None:
     assert java_available({"JAVA_HOME": str(tmp_path / "jdk"), "PATH": ""})
     assert java_available({"PATH": str(java.parent)})
     assert not java_available({"PATH": str(tmp_path)})
+
+
+@pytest.mark.parametrize(
+    ("master", "cores"),
+    [("local", 1), ("local[2]", 2), ("local[*]", 16), ("local[4, 3]", 4), (" local[3] ", 3)],
+)
+def test_local_masters_name_their_cores(master: str, cores: int) -> None:
+    assert local_cores(master, cpu_count=16) == cores
+
+
+def test_cluster_masters_have_no_known_size() -> None:
+    assert local_cores("spark://head:7077", cpu_count=16) is None
+    assert local_cores("yarn", cpu_count=16) is None
+    assert local_cores("local[*]", cpu_count=None) == 1
+
+
+def test_embedded_partitions_follow_the_cores_up_to_eight() -> None:
+    assert embedded_sizing(2)["spark.databricks.delta.snapshotPartitions"] == "2"
+    assert embedded_sizing(2)["spark.sql.shuffle.partitions"] == "2"
+    assert set(embedded_sizing(64).values()) == {"8"}
+    assert set(embedded_sizing(None).values()) == {"8"}
