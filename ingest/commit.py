@@ -196,7 +196,9 @@ def commit_batch(
         if stats.rows_rejected:
             ensure_quarantine_table(spark, spec)
             rejected = rows.filter(F.col(REASON_COLUMN).isNotNull())
-            write_quarantine(rejected, spec, app_id, batch_id, ingested_at)
+            write_quarantine(
+                rejected, spec, app_id, batch_id, ingested_at, data_columns=schema.fieldNames()
+            )
         merge_source = with_lineage(
             rows.filter(landable_rows()).select(*schema.fieldNames()), app_id, batch_id, ingested_at
         )

