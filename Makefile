@@ -36,7 +36,7 @@ check: setup ## Lint (ruff) and type-check (mypy, strict on the packages)
 demo: setup ## Generate sample events and ingest them exactly once, twice, with a crash between
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash examples/demo/run.sh
 
-verify: setup ## Prove exactly-once under faults: scenarios repeated, then the full crash matrix (~1.5 h)
+verify: setup ## Prove exactly-once under faults: scenarios repeated, then the full crash matrix (hours)
 	LAKEHOUSE_VERIFY_REPEAT=$(VERIFY_REPEAT) $(PY) -m pytest -q -m slow tests/ingest/test_exactly_once.py
 	$(PY) -m verify.crash_matrix --json verify/last-run.json $(VERIFY_ARGS)
 
