@@ -83,34 +83,27 @@ def throughput(
     The exactly-once batches go to `target` as app id `b`, batch ids 1..runs (0 is the warm-up).
     The idempotent append is a plain append to `plain` with Delta's txnAppId/txnVersion options.
     """
+
+    def append(i: int, app_id: str, idempotent: bool) -> None:
+        writer = (
+            with_lineage(batch(spark, i * rows, rows), app_id, i, datetime.now(UTC))
+            .write.format("delta")
+            .mode("append")
+        )
+        if idempotent:
+            writer = writer.option("txnAppId", app_id).option("txnVersion", i)
+        writer.saveAsTable(plain.name)
+
     eo = median_seconds(
         lambda i: commit_batch(spark, target, "b", i, batch(spark, i * rows, rows)),
         range(1, runs + 1),
     )
-    ap = median_seconds(
-        lambda i: (
-            with_lineage(batch(spark, i * rows, rows), "b", i, datetime.now(UTC))
-            .write.format("delta")
-            .mode("append")
-            .saveAsTable(plain.name)
-        ),
-        range(1, runs + 1),
-    )
+    ap = median_seconds(lambda i: append(i, "b", idempotent=False), range(1, runs + 1))
     pq = median_seconds(
         lambda i: batch(spark, i * rows, rows).write.mode("append").parquet(str(parquet)),
         range(1, runs + 1),
     )
-    txn = median_seconds(
-        lambda i: (
-            with_lineage(batch(spark, i * rows, rows), "t", i, datetime.now(UTC))
-            .write.format("delta")
-            .mode("append")
-            .option("txnAppId", "t")
-            .option("txnVersion", i)
-            .saveAsTable(plain.name)
-        ),
-        range(1, runs + 1),
-    )
+    txn = median_seconds(lambda i: append(i, "t", idempotent=True), range(1, runs + 1))
     return eo, ap, pq, txn
 
 
