@@ -52,6 +52,7 @@ from quality.malformed import (
     classify,
     classify_rows,
     landable_rows,
+    with_raw_record,
 )
 from quality.quarantine import REASON_COLUMN, ensure_quarantine_table, write_quarantine
 from tables.catalog import require_table, schema_differences, table_detail
@@ -196,9 +197,7 @@ def commit_batch(
         if stats.rows_rejected:
             ensure_quarantine_table(spark, spec)
             rejected = rows.filter(F.col(REASON_COLUMN).isNotNull())
-            write_quarantine(
-                rejected, spec, app_id, batch_id, ingested_at, data_columns=schema.fieldNames()
-            )
+            write_quarantine(with_raw_record(rejected, schema), spec, app_id, batch_id, ingested_at)
         merge_source = with_lineage(
             rows.filter(landable_rows()).select(*schema.fieldNames()), app_id, batch_id, ingested_at
         )

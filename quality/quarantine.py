@@ -24,10 +24,9 @@ from tables.spec import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
     from datetime import datetime
 
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
     from tables.spec import TableSpec
 
@@ -49,31 +48,24 @@ def ensure_quarantine_table(spark: SparkSession, spec: TableSpec) -> bool:
     )
 
 
-def raw_record(data_columns: Sequence[str]) -> Column:
-    """A rejected row as its input: the reader's corrupt text, else the parsed row as JSON."""
-    return F.coalesce(F.col(RAW_COLUMN), F.to_json(F.struct(*[F.col(c) for c in data_columns])))
-
-
 def write_quarantine(
     rejected: DataFrame,
     spec: TableSpec,
     app_id: str,
     batch_id: int,
     ingested_at: datetime,
-    *,
-    data_columns: Sequence[str],
 ) -> None:
     """Append rejected rows (reason, raw, source columns) once per (app id, batch id).
 
-    The caller has classified the batch and counted the rows already; this only writes. Rows
-    without the reader's corrupt text get `data_columns` rendered as JSON for their raw record.
+    The caller has classified the batch, added the raw records and counted the rows already;
+    this only writes.
     """
     rows = rejected.select(
         F.lit(app_id).alias(APP_ID_COLUMN),
         F.lit(batch_id).cast("bigint").alias(BATCH_ID_COLUMN),
         F.lit(ingested_at).cast("timestamp").alias(INGESTED_AT_COLUMN),
         F.col(REASON_COLUMN),
-        raw_record(data_columns).alias(RAW_COLUMN),
+        F.col(RAW_COLUMN),
         F.col(SOURCE_COLUMN),
     )
 
