@@ -1,7 +1,8 @@
 """`make bench`: what exactly-once costs, as ratios measured side by side in one Spark session.
 
 Every ratio compares two measurements taken in the same run, on the same data, in the same
-session, so machine noise largely cancels. Figures are medians over a few batches after a warm-up.
+session, so machine noise largely cancels. Figures are medians over a few batches after a warm-up,
+and the two sides of a ratio take turns batch by batch rather than running one after the other.
 Results print as a table (target, measured, met or missed) and go to bench/results/*.json.
 Ratios without a target are context: they locate a cost, nothing is asked of them.
 """
@@ -64,15 +65,22 @@ def batch(spark: SparkSession, first: int, rows: int, days: float = 0.0) -> Data
     )
 
 
-def median_seconds(action: Callable[[int], object], runs: range) -> float:
-    """Median wall time of `action(i)` over `runs`, after one warm-up call."""
-    action(runs.start - 1)
-    times = []
-    for i in runs:
-        started = time.perf_counter()
-        action(i)
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
+def interleaved_medians(actions: dict[str, Callable[[int], object]], runs: int) -> dict[str, float]:
+    """Median wall time of each `action(i)` for i in 1..runs, the actions taking turns.
+
+    Each action is warmed up once with i = 0, then every round runs each action once. Taking
+    turns puts both sides of a ratio in the same minutes, so a slow spell of a shared machine
+    lands on both instead of on whichever side was measured during it.
+    """
+    for action in actions.values():
+        action(0)
+    times: dict[str, list[float]] = {name: [] for name in actions}
+    for i in range(1, runs + 1):
+        for name, action in actions.items():
+            started = time.perf_counter()
+            action(i)
+            times[name].append(time.perf_counter() - started)
+    return {name: statistics.median(spent) for name, spent in times.items()}
 
 
 def write_paths(
@@ -107,16 +115,6 @@ def write_paths(
         "parquet": to_parquet,
         "txn_append": lambda i: append(i, "t", idempotent=True),
     }
-
-
-def throughput(
-    paths: dict[str, Callable[[int], object]], names: tuple[str, ...], runs: int
-) -> dict[str, float]:
-    """Median seconds per batch of each named path, in the order named, over batches 1..runs.
-
-    Batch 0 is each path's warm-up. Only the named paths write anything.
-    """
-    return {name: median_seconds(paths[name], range(1, runs + 1)) for name in names}
 
 
 def fill(spark: SparkSession, spec: TableSpec, rows: int, chunk: int, days: int) -> None:
@@ -179,7 +177,7 @@ def main() -> None:
     # 1-2. Exactly-once ingest vs plain Delta append vs Spark's Parquet write, same batches.
     exactly_once = spec("bench_eo")
     base_paths = write_paths(spark, exactly_once, spec("bench_append"), home / "parquet", rows)
-    timed = throughput(base_paths, ("exactly_once", "append", "parquet", "txn_append"), b)
+    timed = interleaved_medians(base_paths, b)
     eo, ap, pq, txn = timed["exactly_once"], timed["append"], timed["parquet"], timed["txn_append"]
     ratio("exactly-once ÷ plain Delta append (rows/s)", ap, eo, ">= 0.8", lambda v: v >= 0.8)
     # Where the gap comes from: an append carrying Delta's own txn markers already pays Delta's
@@ -192,7 +190,9 @@ def main() -> None:
     big_paths = write_paths(
         spark, spec("bench_eo_big"), spec("bench_append_big"), home / "parquet_big", 10 * rows
     )
-    big_batch = throughput(big_paths, ("exactly_once", "append"), b)
+    big_batch = interleaved_medians(
+        {name: big_paths[name] for name in ("exactly_once", "append")}, b
+    )
     ratio(
         "exactly-once ÷ plain Delta append, 10x batch",
         big_batch["append"],
@@ -201,53 +201,55 @@ def main() -> None:
         lambda v: v >= 0.8,
     )
 
-    # 5. Skip: the last committed batch again costs a log lookup, no commit, no file.
-    version, files = (
-        table_version(spark, exactly_once.name),
-        table_detail(spark, exactly_once.name).num_files,
-    )
-    skip = median_seconds(
-        lambda i: commit_batch(spark, exactly_once, "b", b, batch(spark, b * rows, rows)),
-        range(1, b + 1),
-    )
-    unchanged = (
-        table_version(spark, exactly_once.name),
-        table_detail(spark, exactly_once.name).num_files,
-    ) == (version, files)
+    # 5. Skip: the last committed batch again costs a log lookup, no commit, no file. Skips run
+    # back to back (as on a replay after a restart): a skip right after a commit would also pay
+    # that commit's snapshot rebuild, which Delta defers to the table's next reader.
+    def skip(_: int) -> object:
+        return commit_batch(spark, exactly_once, "b", b, batch(spark, b * rows, rows))
+
+    def state() -> tuple[int, int]:
+        return table_version(spark, exactly_once.name), table_detail(
+            spark, exactly_once.name
+        ).num_files
+
+    before = state()
+    skipped = interleaved_medians({"skip": skip}, b)["skip"]
+    unchanged = state() == before
     ratio(
         "skip of a committed batch ÷ new batch",
-        skip,
+        skipped,
         eo,
         "<= 0.1, 0 commits, 0 files",
         lambda v: v <= 0.1 and unchanged,
     )
 
-    # 3 and issue 8. Per-batch latency at 10x the table size, for batch and window dedup.
-    by_scope: dict[str, dict[int, float]] = {"batch": {}, "window": {}}
-    audits: dict[int, float] = {}
-    for scope in by_scope:
-        extra = (
-            {"dedup": "window", "dedup_column": "event_time", "dedup_window": timedelta(days=7)}
-            if scope == "window"
-            else {}
-        )
-        table = spec(f"bench_{scope}", **extra)
-        for size in (args.base_rows, 10 * args.base_rows):
-            fill(spark, table, size, chunk=max(rows * 5, size // 10), days=100)
-            offset = 50_000_000 + size
-
-            def recent(i: int, t: TableSpec = table, o: int = offset) -> object:
-                return commit_batch(spark, t, "b", o + i, batch(spark, o + i * rows, rows, days=99))
-
-            by_scope[scope][size] = median_seconds(recent, range(1, b + 1))
-            if scope == "batch":
-                o_last = offset + b
-
-                def audit(_: int, t: TableSpec = table, last: int = o_last) -> object:
-                    return audit_commit(spark, t, "b", last, None)
-
-                audits[size] = median_seconds(audit, range(1, b + 1))
+    # 3 and issue 8. Per-batch latency at 10x the table size, for batch and window dedup: one
+    # table per scope and size, commits taking turns across all four, then audits likewise.
     base, big = args.base_rows, 10 * args.base_rows
+    window = {"dedup": "window", "dedup_column": "event_time", "dedup_window": timedelta(days=7)}
+    commits: dict[tuple[str, int], Callable[[int], object]] = {}
+    audit_of: dict[int, Callable[[int], object]] = {}
+    for scope, extra in (("batch", {}), ("window", window)):
+        for size in (base, big):
+            table = spec(f"bench_{scope}_{size}", **extra)
+            fill(spark, table, size, chunk=max(rows * 5, size // 10), days=100)
+
+            def recent(i: int, t: TableSpec = table) -> object:
+                first = 50_000_000 + i * rows
+                return commit_batch(spark, t, "b", i, batch(spark, first, rows, days=99))
+
+            def audit(i: int, t: TableSpec = table) -> object:
+                return audit_commit(spark, t, "b", i, None)
+
+            commits[scope, size] = recent
+            if scope == "batch":
+                audit_of[size] = audit
+    timed = interleaved_medians({f"{s} {n}": c for (s, n), c in commits.items()}, b)
+    by_scope = {s: {n: timed[f"{s} {n}"] for n in (base, big)} for s in ("batch", "window")}
+    # After the commits, not between them: an audit right after a commit would pay that commit's
+    # deferred snapshot rebuild, which a stream's next batch pays instead.
+    timed = interleaved_medians({str(n): a for n, a in audit_of.items()}, b)
+    audits = {n: timed[str(n)] for n in (base, big)}
     ratio(
         "batch dedup: latency at 10x table ÷ base",
         by_scope["batch"][big],
@@ -285,27 +287,28 @@ def main() -> None:
         lambda v: v <= 1.5,
     )
 
-    # 4. Per-batch latency after many commits ÷ after 10, checkpoints at Delta's default interval.
-    long_log = spec("bench_log")
-    for i in range(10):
-        commit_batch(spark, long_log, "b", i, batch(spark, 90_000_000 + i * 100, 100))
-    short = median_seconds(
-        lambda i: commit_batch(
-            spark, long_log, "b", 10 + i, batch(spark, 91_000_000 + i * rows, rows)
-        ),
-        range(1, b + 1),
-    )
+    # 4. Per-batch latency after many commits ÷ after 10, checkpoints at Delta's default interval:
+    # one table grown to the long log, one left at 10 commits, commits taking turns across them.
+    short_log, long_log = spec("bench_log_short"), spec("bench_log_long")
+    for table in (short_log, long_log):
+        for i in range(10):
+            commit_batch(spark, table, "b", 100 + i, batch(spark, 90_000_000 + i * 100, 100))
     tiny = spark.createDataFrame([("x", "u", 0.0, START)], SCHEMA)
     for n in range(args.log_commits - table_version(spark, long_log.name)):
         with_lineage(tiny, "log", n, datetime.now(UTC)).write.format("delta").mode(
             "append"
         ).saveAsTable(long_log.name)
-    long = median_seconds(
-        lambda i: commit_batch(
-            spark, long_log, "b", 100 + i, batch(spark, 92_000_000 + i * rows, rows)
-        ),
-        range(1, b + 1),
-    )
+
+    def on_log(table: TableSpec) -> Callable[[int], object]:
+        def commit(i: int) -> object:
+            return commit_batch(
+                spark, table, "b", 200 + i, batch(spark, 91_000_000 + i * rows, rows)
+            )
+
+        return commit
+
+    logs = interleaved_medians({"short": on_log(short_log), "long": on_log(long_log)}, b)
+    short, long = logs["short"], logs["long"]
     ratio(
         f"latency after {args.log_commits} commits ÷ after 10",
         long,
