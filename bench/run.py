@@ -17,8 +17,9 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
+from importlib.metadata import version as package_version
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -48,6 +49,21 @@ class Ratio:
     met: bool | None
     numerator_s: float
     denominator_s: float
+
+
+@dataclass
+class Stopwatch:
+    """Wall time per stage of the run: what a default run's length is spent on."""
+
+    laps: dict[str, float] = field(default_factory=dict)
+    mark: float = field(default_factory=time.perf_counter)
+
+    def lap(self, stage: str) -> None:
+        """Record and print the time since the previous lap as `stage`."""
+        now = time.perf_counter()
+        self.laps[stage] = round(now - self.mark, 1)
+        self.mark = now
+        console.print(f"  [dim]{stage}: {self.laps[stage]:.0f} s[/]")
 
 
 def batch(spark: SparkSession, first: int, rows: int, days: float = 0.0) -> DataFrame:
@@ -140,6 +156,7 @@ def main() -> None:
     parser.add_argument("--log-commits", type=int, default=1000)
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     args = parser.parse_args()
+    watch = Stopwatch()
     home = Path(tempfile.mkdtemp(prefix="lakehouse-bench-"))
     os.environ.setdefault("LAKEHOUSE_SPARK_MASTER", "local[2]")
     spark = get_spark(home, app_name="lakehouse-bench")
@@ -173,6 +190,7 @@ def main() -> None:
             "delta"
         ).mode("append").saveAsTable(warm.name)
         batch(spark, i * rows, rows).write.mode("append").parquet(str(home / "warmup"))
+    watch.lap("session start and warm-up")
 
     # 1-2. Exactly-once ingest vs plain Delta append vs Spark's Parquet write, same batches.
     exactly_once = spec("bench_eo")
@@ -201,6 +219,8 @@ def main() -> None:
         lambda v: v >= 0.8,
     )
 
+    watch.lap("throughput")
+
     # 5. Skip: the last committed batch again costs a log lookup, no commit, no file. Skips run
     # back to back (as on a replay after a restart): a skip right after a commit would also pay
     # that commit's snapshot rebuild, which Delta defers to the table's next reader.
@@ -223,6 +243,8 @@ def main() -> None:
         lambda v: v <= 0.1 and unchanged,
     )
 
+    watch.lap("skip")
+
     # 3 and issue 8. Per-batch latency at 10x the table size, for batch and window dedup: one
     # table per scope and size, commits taking turns across all four, then audits likewise.
     base, big = args.base_rows, 10 * args.base_rows
@@ -244,12 +266,14 @@ def main() -> None:
             commits[scope, size] = recent
             if scope == "batch":
                 audit_of[size] = audit
+    watch.lap("fill the table-size tables")
     timed = interleaved_medians({f"{s} {n}": c for (s, n), c in commits.items()}, b)
     by_scope = {s: {n: timed[f"{s} {n}"] for n in (base, big)} for s in ("batch", "window")}
     # After the commits, not between them: an audit right after a commit would pay that commit's
     # deferred snapshot rebuild, which a stream's next batch pays instead.
     timed = interleaved_medians({str(n): a for n, a in audit_of.items()}, b)
     audits = {n: timed[str(n)] for n in (base, big)}
+    watch.lap("table size: commits and audits")
     ratio(
         "batch dedup: latency at 10x table ÷ base",
         by_scope["batch"][big],
@@ -290,14 +314,13 @@ def main() -> None:
     # 4. Per-batch latency after many commits ÷ after 10, checkpoints at Delta's default interval:
     # one table grown to the long log, one left at 10 commits, commits taking turns across them.
     short_log, long_log = spec("bench_log_short"), spec("bench_log_long")
-    for table in (short_log, long_log):
-        for i in range(10):
-            commit_batch(spark, table, "b", 100 + i, batch(spark, 90_000_000 + i * 100, 100))
     tiny = spark.createDataFrame([("x", "u", 0.0, START)], SCHEMA)
-    for n in range(args.log_commits - table_version(spark, long_log.name)):
-        with_lineage(tiny, "log", n, datetime.now(UTC)).write.format("delta").mode(
-            "append"
-        ).saveAsTable(long_log.name)
+    for table, length in ((short_log, 10), (long_log, args.log_commits)):
+        for n in range(length - table_version(spark, table.name)):
+            with_lineage(tiny, "log", n, datetime.now(UTC)).write.format("delta").mode(
+                "append"
+            ).saveAsTable(table.name)
+    watch.lap(f"grow the logs to 10 and {args.log_commits} commits")
 
     def on_log(table: TableSpec) -> Callable[[int], object]:
         def commit(i: int) -> object:
@@ -309,6 +332,7 @@ def main() -> None:
 
     logs = interleaved_medians({"short": on_log(short_log), "long": on_log(long_log)}, b)
     short, long = logs["short"], logs["long"]
+    watch.lap("log length: commits")
     ratio(
         f"latency after {args.log_commits} commits ÷ after 10",
         long,
@@ -317,13 +341,12 @@ def main() -> None:
         lambda v: v <= 1.5,
     )
 
-    show(ratios, spark, args)
-    save(ratios, spark, args)
+    show(ratios, spark, args, watch)
+    save(ratios, spark, args, watch)
 
 
 def machine(spark: SparkSession) -> dict[str, object]:
     """Cores, memory and versions of this run."""
-    import delta
     import pyspark
 
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
@@ -332,13 +355,15 @@ def machine(spark: SparkSession) -> dict[str, object]:
         "memory_gib": round(memory, 1),
         "python": platform.python_version(),
         "pyspark": pyspark.__version__,
-        "delta_spark": getattr(delta, "__version__", "4.4.0"),
+        "delta_spark": package_version("delta-spark"),
         "spark_master": spark.sparkContext.master,
     }
 
 
-def show(ratios: list[Ratio], spark: SparkSession, args: argparse.Namespace) -> None:
-    """Print the ratios as a table, with the machine."""
+def show(
+    ratios: list[Ratio], spark: SparkSession, args: argparse.Namespace, watch: Stopwatch
+) -> None:
+    """Print the ratios as a table, with the machine and where the run's time went."""
     table = Table(title="lakehouse-ingest benchmark (ratios measured side by side in one run)")
     for column in ("ratio", "measured", "target", ""):
         table.add_column(column)
@@ -347,14 +372,24 @@ def show(ratios: list[Ratio], spark: SparkSession, args: argparse.Namespace) -> 
         table.add_row(r.name, f"{r.value:.3f}", r.target or "", verdict)
     console.print(table)
     console.print(f"machine: {machine(spark)}; sizes: {vars(args)}")
+    total = sum(watch.laps.values())
+    stages = ", ".join(f"{stage} {seconds:.0f} s" for stage, seconds in watch.laps.items())
+    console.print(f"run: {total / 60:.1f} min ({stages})")
 
 
-def save(ratios: list[Ratio], spark: SparkSession, args: argparse.Namespace) -> None:
+def save(
+    ratios: list[Ratio], spark: SparkSession, args: argparse.Namespace, watch: Stopwatch
+) -> None:
     """Write the raw figures as JSON under bench/results/."""
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"bench-{datetime.now(UTC):%Y%m%dT%H%M%SZ}.json"
     sizes = {k: str(v) for k, v in vars(args).items()}
-    payload = {"machine": machine(spark), "sizes": sizes, "ratios": [asdict(r) for r in ratios]}
+    payload = {
+        "machine": machine(spark),
+        "sizes": sizes,
+        "stage_seconds": watch.laps,
+        "ratios": [asdict(r) for r in ratios],
+    }
     path.write_text(json.dumps(payload, indent=2))
     console.print(f"raw figures: {path}")
 
