@@ -99,6 +99,31 @@ def interleaved_medians(actions: dict[str, Callable[[int], object]], runs: int) 
     return {name: statistics.median(spent) for name, spent in times.items()}
 
 
+def delta_append(
+    frame: DataFrame, table: str, app_id: str, batch_id: int, *, idempotent: bool = False
+) -> None:
+    """Blind-append `frame` with the lineage columns; with Delta's txnAppId/txnVersion if asked."""
+    writer = (
+        with_lineage(frame, app_id, batch_id, datetime.now(UTC))
+        .write.format("delta")
+        .mode("append")
+    )
+    if idempotent:
+        writer = writer.option("txnAppId", app_id).option("txnVersion", batch_id)
+    writer.saveAsTable(table)
+
+
+def committer(
+    spark: SparkSession, table: TableSpec, rows: int, first: int = 0, days: float = 0.0
+) -> Callable[[int], object]:
+    """Commit batch `i` exactly once as app id `b`: `rows` events with ids from `first + i*rows`."""
+
+    def commit(i: int) -> object:
+        return commit_batch(spark, table, "b", i, batch(spark, first + i * rows, rows, days))
+
+    return commit
+
+
 def write_paths(
     spark: SparkSession, target: TableSpec, plain: TableSpec, parquet: Path, rows: int
 ) -> dict[str, Callable[[int], object]]:
@@ -109,27 +134,20 @@ def write_paths(
     (app id `t`); `parquet` is Spark's own Parquet write under `parquet`.
     """
 
-    def append(i: int, app_id: str, idempotent: bool) -> None:
-        writer = (
-            with_lineage(batch(spark, i * rows, rows), app_id, i, datetime.now(UTC))
-            .write.format("delta")
-            .mode("append")
-        )
-        if idempotent:
-            writer = writer.option("txnAppId", app_id).option("txnVersion", i)
-        writer.saveAsTable(plain.name)
+    def append(i: int) -> None:
+        delta_append(batch(spark, i * rows, rows), plain.name, "b", i)
 
-    def exactly_once(i: int) -> None:
-        commit_batch(spark, target, "b", i, batch(spark, i * rows, rows))
+    def txn_append(i: int) -> None:
+        delta_append(batch(spark, i * rows, rows), plain.name, "t", i, idempotent=True)
 
     def to_parquet(i: int) -> None:
         batch(spark, i * rows, rows).write.mode("append").parquet(str(parquet))
 
     return {
-        "exactly_once": exactly_once,
-        "append": lambda i: append(i, "b", idempotent=False),
+        "exactly_once": committer(spark, target, rows),
+        "append": append,
         "parquet": to_parquet,
-        "txn_append": lambda i: append(i, "t", idempotent=True),
+        "txn_append": txn_append,
     }
 
 
@@ -140,9 +158,7 @@ def fill(spark: SparkSession, spec: TableSpec, rows: int, chunk: int, days: int)
     while current < rows:
         size = min(chunk, rows - current)
         frame = batch(spark, 10_000_000 + current, size, days=current * days // rows)
-        with_lineage(frame, "fill", n, datetime.now(UTC)).write.format("delta").mode(
-            "append"
-        ).saveAsTable(spec.name)
+        delta_append(frame, spec.name, "fill", n)
         current += size
         n += 1
 
@@ -183,13 +199,12 @@ def main() -> None:
     console.print(f"[bold]lakehouse bench[/] batches of {rows} rows, {b} measured per figure")
 
     # Warm the JVM (JIT, Delta's code paths) on a throwaway table before anything is measured.
-    warm = spec("bench_warmup")
+    warm = write_paths(
+        spark, spec("bench_warmup"), spec("bench_warmup_append"), home / "warmup", rows
+    )
     for i in range(3):
-        commit_batch(spark, warm, "w", i, batch(spark, 80_000_000 + i * rows, rows))
-        with_lineage(batch(spark, i * rows, rows), "w", i, datetime.now(UTC)).write.format(
-            "delta"
-        ).mode("append").saveAsTable(warm.name)
-        batch(spark, i * rows, rows).write.mode("append").parquet(str(home / "warmup"))
+        for path in warm.values():
+            path(i)
     watch.lap("session start and warm-up")
 
     # 1-2. Exactly-once ingest vs plain Delta append vs Spark's Parquet write, same batches.
@@ -225,7 +240,7 @@ def main() -> None:
     # back to back (as on a replay after a restart): a skip right after a commit would also pay
     # that commit's snapshot rebuild, which Delta defers to the table's next reader.
     def skip(_: int) -> object:
-        return commit_batch(spark, exactly_once, "b", b, batch(spark, b * rows, rows))
+        return base_paths["exactly_once"](b)
 
     def state() -> tuple[int, int]:
         return table_version(spark, exactly_once.name), table_detail(
@@ -249,30 +264,26 @@ def main() -> None:
     # table per scope and size, commits taking turns across all four, then audits likewise.
     base, big = args.base_rows, 10 * args.base_rows
     window = {"dedup": "window", "dedup_column": "event_time", "dedup_window": timedelta(days=7)}
-    commits: dict[tuple[str, int], Callable[[int], object]] = {}
-    audit_of: dict[int, Callable[[int], object]] = {}
+    commits: dict[str, Callable[[int], object]] = {}
+    audits_of: dict[str, Callable[[int], object]] = {}
     for scope, extra in (("batch", {}), ("window", window)):
         for size in (base, big):
             table = spec(f"bench_{scope}_{size}", **extra)
             fill(spark, table, size, chunk=max(rows * 5, size // 10), days=100)
-
-            def recent(i: int, t: TableSpec = table) -> object:
-                first = 50_000_000 + i * rows
-                return commit_batch(spark, t, "b", i, batch(spark, first, rows, days=99))
-
-            def audit(i: int, t: TableSpec = table) -> object:
-                return audit_commit(spark, t, "b", i, None)
-
-            commits[scope, size] = recent
+            commits[f"{scope} {size}"] = committer(spark, table, rows, 50_000_000, days=99)
             if scope == "batch":
-                audit_of[size] = audit
+
+                def audit(i: int, t: TableSpec = table) -> object:
+                    return audit_commit(spark, t, "b", i, None)
+
+                audits_of[f"audit {size}"] = audit
     watch.lap("fill the table-size tables")
-    timed = interleaved_medians({f"{s} {n}": c for (s, n), c in commits.items()}, b)
+    timed = interleaved_medians(commits, b)
     by_scope = {s: {n: timed[f"{s} {n}"] for n in (base, big)} for s in ("batch", "window")}
     # After the commits, not between them: an audit right after a commit would pay that commit's
     # deferred snapshot rebuild, which a stream's next batch pays instead.
-    timed = interleaved_medians({str(n): a for n, a in audit_of.items()}, b)
-    audits = {n: timed[str(n)] for n in (base, big)}
+    timed = interleaved_medians(audits_of, b)
+    audits = {n: timed[f"audit {n}"] for n in (base, big)}
     watch.lap("table size: commits and audits")
     ratio(
         "batch dedup: latency at 10x table ÷ base",
@@ -317,20 +328,15 @@ def main() -> None:
     tiny = spark.createDataFrame([("x", "u", 0.0, START)], SCHEMA)
     for table, length in ((short_log, 10), (long_log, args.log_commits)):
         for n in range(length - table_version(spark, table.name)):
-            with_lineage(tiny, "log", n, datetime.now(UTC)).write.format("delta").mode(
-                "append"
-            ).saveAsTable(table.name)
+            delta_append(tiny, table.name, "log", n)
     watch.lap(f"grow the logs to 10 and {args.log_commits} commits")
-
-    def on_log(table: TableSpec) -> Callable[[int], object]:
-        def commit(i: int) -> object:
-            return commit_batch(
-                spark, table, "b", 200 + i, batch(spark, 91_000_000 + i * rows, rows)
-            )
-
-        return commit
-
-    logs = interleaved_medians({"short": on_log(short_log), "long": on_log(long_log)}, b)
+    logs = interleaved_medians(
+        {
+            "short": committer(spark, short_log, rows, 91_000_000),
+            "long": committer(spark, long_log, rows, 91_000_000),
+        },
+        b,
+    )
     short, long = logs["short"], logs["long"]
     watch.lap("log length: commits")
     ratio(
