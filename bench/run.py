@@ -17,6 +17,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from importlib.metadata import version as package_version
@@ -100,9 +101,18 @@ def interleaved_medians(actions: dict[str, Callable[[int], object]], runs: int) 
 
 
 def delta_append(
-    frame: DataFrame, table: str, app_id: str, batch_id: int, *, idempotent: bool = False
+    frame: DataFrame,
+    table: str,
+    app_id: str,
+    batch_id: int,
+    *,
+    idempotent: bool = False,
+    location: str | None = None,
 ) -> None:
-    """Blind-append `frame` with the lineage columns; with Delta's txnAppId/txnVersion if asked."""
+    """Blind-append `frame` with the lineage columns; with Delta's txnAppId/txnVersion if asked.
+
+    The append goes through the catalog by table name, or straight to `location` if given.
+    """
     writer = (
         with_lineage(frame, app_id, batch_id, datetime.now(UTC))
         .write.format("delta")
@@ -110,7 +120,28 @@ def delta_append(
     )
     if idempotent:
         writer = writer.option("txnAppId", app_id).option("txnVersion", batch_id)
-    writer.saveAsTable(table)
+    if location is None:
+        writer.saveAsTable(table)
+    else:
+        writer.save(location)
+
+
+def grow_log(spark: SparkSession, table: TableSpec, commits: int, writers: int = 2) -> None:
+    """Bring the table's log to `commits` commits with one-row blind appends (app id `log`).
+
+    Only the log's length and its one small file per commit matter here, not how they were
+    written, and growing to 1,000 commits is most of a default run: the appends go to the table's
+    location (by name, each also pays a metastore lookup: 0.87 s against 0.48-0.6 s per append
+    here) from two threads (blind appends do not conflict; 0.58 s against 0.87 s per append).
+    """
+    location = table_detail(spark, table.name).location
+    tiny = spark.createDataFrame([("x", "u", 0.0, START)], SCHEMA)
+    missing = range(commits - table_version(spark, table.name))
+    with ThreadPoolExecutor(writers) as pool:
+        for _ in pool.map(
+            lambda n: delta_append(tiny, table.name, "log", n, location=location), missing
+        ):
+            pass
 
 
 def committer(
@@ -325,10 +356,8 @@ def main() -> None:
     # 4. Per-batch latency after many commits ÷ after 10, checkpoints at Delta's default interval:
     # one table grown to the long log, one left at 10 commits, commits taking turns across them.
     short_log, long_log = spec("bench_log_short"), spec("bench_log_long")
-    tiny = spark.createDataFrame([("x", "u", 0.0, START)], SCHEMA)
     for table, length in ((short_log, 10), (long_log, args.log_commits)):
-        for n in range(length - table_version(spark, table.name)):
-            delta_append(tiny, table.name, "log", n)
+        grow_log(spark, table, length)
     watch.lap(f"grow the logs to 10 and {args.log_commits} commits")
     logs = interleaved_medians(
         {
