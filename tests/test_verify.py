@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import random
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +20,9 @@ import pytest
 from tests.support.processes import child_env
 from verify.crash_matrix import (
     ID_PATTERN,
+    STATE_FILE,
     Figures,
+    Harness,
     Ledger,
     Timing,
     append_ledger,
@@ -26,10 +30,13 @@ from verify.crash_matrix import (
     compare,
     crash_actions,
     fault_cases,
+    group_alive,
     parse_args,
     plan_files,
     read_ledger_file,
     record_id,
+    settings_of,
+    stop_stray_run,
     summary_line,
 )
 
@@ -195,23 +202,28 @@ def test_fault_cases_cover_every_point() -> None:
 
 def test_kills_fall_in_startup_or_in_the_batches_share() -> None:
     rng = random.Random(5)
-    kills = [choose_kill(rng, 20.0, 4.0, 100, 50) for _ in range(2_000)]
+    timing = Timing(startups=[20.0], first_batches=[10.0], batches=[4.0])
+    kills = [choose_kill(rng, timing, 100, 50) for _ in range(2_000)]
     in_startup = [delay for after_write, delay in kills if not after_write]
     in_batches = [delay for after_write, delay in kills if after_write]
     assert all(5.0 <= d <= 20.0 for d in in_startup)
     assert 0.05 < len(in_startup) / len(kills) < 0.3
-    assert all(0.0 <= d <= 4.0 * 4 for d in in_batches)
-    late = [choose_kill(rng, 20.0, 4.0, 1, 50) for _ in range(200)]
-    assert max(delay for after_write, delay in late if after_write) <= 4.0
+    assert all(0.0 <= d <= 10.0 + 4.0 * 3 for d in in_batches)
+    assert max(in_batches) > 10.0 + 4.0 * 2
+    late = [choose_kill(rng, timing, 1, 50) for _ in range(200)]
+    in_first = [delay for after_write, delay in late if after_write]
+    assert max(in_first) <= 10.0
+    assert max(in_first) > 8.0
 
 
-def test_timing_learns_startup_and_batch_time() -> None:
+def test_timing_learns_startup_first_and_later_batch_times() -> None:
     timing = Timing()
-    assert (timing.startup, timing.batch) == (20.0, 5.0)
-    timing.learn(22.0, [25.0, 28.0, 31.0, 34.0])
+    assert (timing.startup, timing.batch, timing.first_batch) == (20.0, 5.0, 15.0)
+    timing.learn(22.0, [35.0, 38.0, 41.0, 44.0])
     timing.learn(None, [40.0])
     assert timing.batch == 3.0
     assert timing.startup == 22.0
+    assert timing.first_batch == 13.0
 
 
 def test_quick_preset_only_changes_defaults() -> None:
@@ -221,19 +233,85 @@ def test_quick_preset_only_changes_defaults() -> None:
     assert (full.records, full.batch_size, full.random_kills) == (100_000, 750, 200)
 
 
+def test_resume_is_refused_without_a_workdir_or_with_new_sizes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert parse_args(["--resume", "--workdir", "w"]).resume
+    for argv in (["--resume"], ["--resume", "--workdir", "w", "--records", "10"]):
+        with pytest.raises(SystemExit) as stopped:
+            parse_args(argv)
+        assert stopped.value.code == 2
+    assert "drop --records" in capsys.readouterr().err
+
+
+def test_saved_harness_resumes_where_it_stopped(tmp_path: Path) -> None:
+    harness = Harness(tmp_path, settings_of(parse_args(["--records", "90", "--batch-size", "30"])))
+    harness.prepare()
+    harness.land_through(1)
+    harness.started, harness.cases_done = 3, 2
+    harness.figures.point_faults, harness.figures.errors = 2, ["one"]
+    harness.timing.learn(20.0, [30.0, 33.0])
+    harness.rng.random()
+    harness.save()
+    expected_next = harness.rng.random()
+
+    resumed = Harness.resume(tmp_path)
+    assert resumed.settings == harness.settings
+    assert resumed.plan == harness.plan
+    assert (resumed.landed, resumed.started, resumed.cases_done) == (2, 3, 2)
+    assert (resumed.figures.point_faults, resumed.figures.errors) == (2, ["one"])
+    assert resumed.figures.resumes == 1
+    assert resumed.timing == harness.timing
+    assert resumed.rng.random() == expected_next
+    assert resumed.elapsed() >= harness.elapsed() - 1.0
+    resumed.land_through(2)
+    assert sorted(p.name for p in (tmp_path / "landing").iterdir())[-1] == "events-000002.json"
+    assert json.loads((tmp_path / STATE_FILE).read_text())["figures"]["resumes"] == 1
+
+
+def test_a_stray_run_is_stopped_only_if_it_is_ours(tmp_path: Path) -> None:
+    code = "import time; time.sleep(120)"
+    ours = subprocess.Popen(
+        [sys.executable, "-c", code, str(tmp_path / "home")], start_new_session=True
+    )
+    other = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    try:
+        assert not stop_stray_run(other.pid, tmp_path)
+        assert other.poll() is None
+        assert stop_stray_run(ours.pid, tmp_path)
+        assert ours.wait(timeout=10) == -9
+    finally:
+        for proc in (ours, other):
+            proc.kill()
+            proc.wait()
+
+
 @pytest.mark.slow
-def test_quick_crash_matrix_lands_every_record_exactly_once(tmp_path: Path) -> None:
+def test_quick_crash_matrix_stopped_and_resumed_lands_every_record_exactly_once(
+    tmp_path: Path,
+) -> None:
+    work = tmp_path / "work"
+    harness = [sys.executable, "-m", "verify.crash_matrix", "--workdir", str(work)]
+    first = subprocess.Popen(
+        [*harness, "--quick"], cwd=REPO, env=child_env(), stdout=subprocess.PIPE, text=True
+    )
+    state = work / STATE_FILE
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline and first.poll() is None:
+        saved = json.loads(state.read_text()) if state.exists() else {}
+        if saved.get("started", 0) >= 2 and saved.get("running"):
+            break
+        time.sleep(0.5)
+    assert first.poll() is None, "the harness ended before its second run"
+    assert saved.get("running"), "the harness never began a second run"
+    first.send_signal(signal.SIGTERM)
+    assert first.wait(timeout=120) == 130
+    stray = json.loads(state.read_text())
+    assert stray["running"] is None
+    assert not group_alive(saved["running"])
+
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "verify.crash_matrix",
-            "--quick",
-            "--workdir",
-            str(tmp_path / "work"),
-            "--json",
-            str(tmp_path / "figures.json"),
-        ],
+        [*harness, "--resume", "--json", str(tmp_path / "figures.json")],
         cwd=REPO,
         env=child_env(),
         capture_output=True,
@@ -252,3 +330,4 @@ def test_quick_crash_matrix_lands_every_record_exactly_once(tmp_path: Path) -> N
     saved = json.loads((tmp_path / "figures.json").read_text())
     assert saved["ok"] is True
     assert saved["point_faults"] > 0
+    assert saved["resumes"] == 1

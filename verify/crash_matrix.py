@@ -13,10 +13,14 @@ Crash actions at a fault point: SIGKILL (`kill`) and SIGTERM (`term`), each sent
 to itself at that place. Random kills send real SIGKILLs and SIGTERMs to the process group, so
 the JVM also dies mid-batch.
 
-Linux only (process groups are tracked through /proc). Each `lakehouse` process starts a JVM
-(45 to 100 s before its first write on 2 cores), so the default run (100,000 records, 200 random
-kills) takes three to five hours there; `--records 10000 --random-kills 10` took 13 minutes and
-`--quick` (1,200 records, the three between-writes fault points, 2 random kills) a few.
+Linux only (process groups are tracked through /proc). Each `lakehouse` process starts a JVM:
+on 2 cores about 30 s from spawn to the stream's first write (17 s of them Spark and the
+metastore), then about 16 s for its first batch and 7 s for each later one (commit 3.4 s, audit
+1.9 s, recording the audit 1.5 s). So the default run (100,000 records, 200 random kills) takes
+about three hours there; `--records 10000 --random-kills 10` took 13 minutes and `--quick`
+(1,200 records, the three between-writes fault points, 2 random kills) about 5. The harness saves
+its progress in the work directory after every step: stopped (Ctrl-C, SIGTERM, a lost machine),
+it goes on with `--workdir DIR --resume`, and its figures cover every invocation.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import IO, get_args
+from typing import IO, Any, get_args
 
 from tables.errors import first_line
 from tables.faults import ENV_VAR, FaultAction, FaultPoint
@@ -58,6 +62,8 @@ RESEND_SHARE = 0.01
 STARTUP_KILL_SHARE = 0.15
 CRASH_ACTIONS = ("kill", "term", "exit")
 EXPECTED_EXIT = {"kill": -signal.SIGKILL, "term": -signal.SIGTERM, "exit": 137}
+STATE_FILE = "harness.json"
+SIZES = ("records", "batch_size", "random_kills", "seed")
 FULL = {"records": 100_000, "batch_size": 750, "random_kills": 200}
 QUICK = {"records": 1_200, "batch_size": 200, "random_kills": 2}
 #: The points `--quick` crashes at: the states between two writes (quarantine files written but
@@ -141,6 +147,7 @@ class Figures:
     point_faults: int = 0
     random_kills: int = 0
     sigterms: int = 0
+    resumes: int = 0
     kills_after_write: int = 0
     restarts: int = 0
     landed: int = 0
@@ -339,35 +346,47 @@ def crash_actions(available: Sequence[str]) -> tuple[str, ...]:
 
 def choose_kill(
     rng: random.Random,
-    startup: float,
-    batch: float,
+    timing: Timing,
     remaining_batches: int,
     remaining_kills: int,
 ) -> tuple[bool, float]:
     """When to kill a run: (after its first batch activity?, seconds after spawn or after that).
 
     A share of the kills hit JVM start-up and pipeline setup (seconds after spawn). The rest wait
-    for the stream's first write, then fall within a span that lets the run progress, on average,
-    by its share of the batches still to run, so the kills spread over the whole input and over
-    every stage of a batch.
+    for the stream's first write, then fall within the time the run needs, on average, for its
+    share of the batches still to run: a fresh JVM's first batch (several times a later one),
+    then later batches. So the kills spread over the whole input and over every stage of a batch,
+    the post-commit audit included.
     """
     if rng.random() < STARTUP_KILL_SHARE:
-        return False, rng.uniform(0.25 * startup, startup)
-    per_kill = remaining_batches / max(1, remaining_kills)
-    return True, rng.uniform(0.0, batch * max(1.0, 2.0 * per_kill))
+        return False, rng.uniform(0.25 * timing.startup, timing.startup)
+    share = max(1.0, 2.0 * remaining_batches / max(1, remaining_kills))
+    return True, rng.uniform(0.0, timing.first_batch + timing.batch * (share - 1.0))
 
 
 @dataclass
 class Timing:
-    """Running estimates of start-up and batch time, learned from what the runs wrote when."""
+    """Running estimates of start-up and batch times, learned from what the runs wrote when."""
 
     startups: list[float] = field(default_factory=list)
+    first_batches: list[float] = field(default_factory=list)
     batches: list[float] = field(default_factory=list)
 
     @property
     def batch(self) -> float:
         """Median seconds between two checkpoint commits of one run (5 s until measured)."""
         return statistics.median(self.batches[-100:]) if self.batches else 5.0
+
+    @property
+    def first_batch(self) -> float:
+        """Median seconds from a run's first write to its first checkpoint commit.
+
+        A fresh JVM's first batch takes several times a later one (JIT, first Delta snapshot);
+        until one is measured it is taken as three later batches.
+        """
+        if self.first_batches:
+            return statistics.median(self.first_batches[-20:])
+        return 3 * self.batch
 
     @property
     def startup(self) -> float:
@@ -379,10 +398,13 @@ class Timing:
         self.batches.extend(b - a for a, b in itertools.pairwise(batches_done))
         if first_write is not None:
             self.startups.append(first_write)
+            if batches_done:
+                self.first_batches.append(batches_done[0] - first_write)
 
 
-def group_alive(pgid: int) -> bool:
-    """True while any process of the group is still running (zombies do not count)."""
+def group_members(pgid: int) -> list[Path]:
+    """The /proc entries of the group's running processes (zombies do not count)."""
+    members = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -392,8 +414,37 @@ def group_alive(pgid: int) -> bool:
             continue
         fields = stat.rsplit(")", 1)[1].split()
         if int(fields[2]) == pgid and fields[0] != "Z":
-            return True
-    return False
+            members.append(entry)
+    return members
+
+
+def group_alive(pgid: int) -> bool:
+    """True while any process of the group is still running (zombies do not count)."""
+    return bool(group_members(pgid))
+
+
+def stop_stray_run(pgid: int, workdir: Path, grace: float = 60.0) -> bool:
+    """SIGKILL the run of a stopped harness, if a process of its group is still alive.
+
+    Only a group one of whose processes names the work directory (the JVM's Derby home) or
+    `ingest.cli` (the driver) is touched, so a group id reused after a reboot is left alone. The
+    JVM must not outlive the harness: it holds the embedded metastore's lock. True if stopped.
+    """
+    marks = (str(workdir).encode(), b"ingest.cli")
+    ours = False
+    for entry in group_members(pgid):
+        with contextlib.suppress(OSError):
+            command = (entry / "cmdline").read_bytes()
+            ours = ours or any(mark in command for mark in marks)
+    if not ours:
+        return False
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGKILL)
+    deadline = time.monotonic() + grace
+    while group_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    progress(f"stopped the run under way (process group {pgid})")
+    return True
 
 
 Probe = Callable[[], tuple[int, int]]
@@ -485,13 +536,19 @@ class Run:
 
 
 class Harness:
-    """The landing directory, the ledger, the runs and the figures of one verification."""
+    """The landing directory, the ledger, the runs and the figures of one verification.
 
-    def __init__(self, workdir: Path, plan: list[list[Line]], seed: int, timeout: float) -> None:
+    Its progress (figures, timings, runs started, fault cases done, the random generator, the
+    process group of the run under way) is saved in the work directory after every step, so a
+    harness that is itself stopped can go on with `--resume`: the full run takes hours.
+    """
+
+    def __init__(self, workdir: Path, settings: dict[str, Any]) -> None:
         self.workdir = workdir
-        self.plan = plan
-        self.rng = random.Random(seed + 1)
-        self.timeout = timeout
+        self.settings = settings
+        self.plan = plan_files(settings["records"], settings["batch_size"], settings["seed"])
+        self.rng = random.Random(settings["seed"] + 1)
+        self.timeout = float(settings["run_timeout"])
         self.landing = workdir / "landing"
         self.staging = workdir / "staging"
         self.runs = workdir / "runs"
@@ -501,8 +558,12 @@ class Harness:
         self.checkpoint = self.home / "checkpoints" / APP_ID
         self.landed = 0
         self.started = 0
+        self.cases_done = 0
+        self.running: int | None = None
+        self.seconds_before = 0.0
+        self.clock = time.monotonic()
         self.timing = Timing()
-        self.figures = Figures(files=len(plan), last_batch=len(plan) - 1)
+        self.figures = Figures(files=len(self.plan), last_batch=len(self.plan) - 1)
         self.env = {
             k: v for k, v in os.environ.items() if k not in (ENV_VAR, "PYSPARK_GATEWAY_PORT")
         }
@@ -520,6 +581,55 @@ class Harness:
                 handle.write("".join(line.text + "\n" for line in lines))
                 handle.flush()
                 os.fsync(handle.fileno())
+        self.save()
+
+    def elapsed(self) -> float:
+        """Seconds spent on this verification, over every invocation of the harness."""
+        return self.seconds_before + time.monotonic() - self.clock
+
+    def save(self) -> None:
+        """Write the progress to the work directory atomically (write, fsync, rename)."""
+        state = {
+            "settings": self.settings,
+            "figures": asdict(self.figures),
+            "timing": asdict(self.timing),
+            "started": self.started,
+            "cases_done": self.cases_done,
+            "running": self.running,
+            "seconds": self.elapsed(),
+            "rng": self.rng.getstate(),
+        }
+        path = self.workdir / STATE_FILE
+        temporary = path.with_suffix(".tmp")
+        with temporary.open("w", encoding="utf-8") as handle:
+            json.dump(state, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+
+    @classmethod
+    def resume(cls, workdir: Path) -> Harness:
+        """The harness saved in `workdir`, its stray run (if still alive) killed, ready to go on.
+
+        What has landed is read from the landing directory, not the state: the harness may have
+        stopped between a file's ledger entry and its rename (the ledger then lists that file's
+        lines twice, which changes no set of ids).
+        """
+        state = json.loads((workdir / STATE_FILE).read_text(encoding="utf-8"))
+        harness = cls(workdir, state["settings"])
+        harness.figures = Figures(**state["figures"])
+        harness.timing = Timing(**state["timing"])
+        harness.started = int(state["started"])
+        harness.cases_done = int(state["cases_done"])
+        harness.seconds_before = float(state["seconds"])
+        version, internal, gauss = state["rng"]
+        harness.rng.setstate((version, tuple(internal), gauss))
+        harness.landed = _count(harness.landing)
+        harness.figures.resumes += 1
+        if state["running"] is not None:
+            stop_stray_run(int(state["running"]), workdir)
+        harness.save()
+        return harness
 
     def land_through(self, last: int) -> None:
         """Land staged files up to index `last`: ledger first, then an atomic rename.
@@ -550,7 +660,10 @@ class Harness:
         self.figures.restarts = self.started - 1
         argv = [sys.executable, "-m", "ingest.cli", "ingest", "--config", str(self.config)]
         stem = self.runs / f"{self.started:04d}-{label}"
-        return Run(argv, self.workdir, env, stem, self.probe)
+        run = Run(argv, self.workdir, env, stem, self.probe)
+        self.running = run.proc.pid
+        self.save()
+        return run
 
     def probe(self) -> tuple[int, int]:
         """(checkpoint commits, entries in the checkpoint and the tables' logs) right now."""
@@ -564,7 +677,9 @@ class Harness:
             run.signal_group(signal.SIGKILL)
             self.figures.errors.append(f"{run.label}: still running after {self.timeout:.0f} s")
         run.settle()
+        self.running = None
         self.timing.learn(run.first_write, run.batches_done)
+        self.save()
         return code
 
     def checkpoint_batch(self) -> int | None:
@@ -578,28 +693,38 @@ class Harness:
         """Fire each (point, action) once, at successive batches; each run restarts the last.
 
         Faults go one or two batches apart (two when the input is long enough), so that runs
-        also finish whole batches and their timings can be learned.
+        also finish whole batches and their timings can be learned. A case interrupted by a
+        stop of the harness is fired again on resume, at the next batch the stream will run if
+        its own batch is already done.
         """
         usable = max(0, len(self.plan) - 1)
-        if len(cases) > usable:
+        if len(cases) > usable and self.cases_done == 0:
             self.figures.errors.append(
                 f"only {usable} batches for {len(cases)} fault cases: "
                 f"skipped {[f'{p}:{a}' for p, a in cases[usable:]]}"
             )
         gap = 2 if len(self.plan) > 3 * len(cases) else 1
         for number, (point, action) in enumerate(cases[:usable]):
-            batch = 1 + number * gap
+            if number < self.cases_done:
+                continue
+            done = self.checkpoint_batch()
+            batch = max(1 + number * gap, 0 if done is None else done + 1)
             rule = f"{point}:{action}@{batch}"
-            self.land_through(batch)
-            run = self.start(f"{point}-{action}", rule)
-            code = self.finish(run, run.wait(self.timeout))
-            if code == EXPECTED_EXIT[action]:
-                self.figures.point_faults += 1
-            elif code == 0:
-                self.figures.not_fired.append(rule)
+            if batch > usable:
+                self.figures.errors.append(f"no batch left for fault {rule}")
             else:
-                self.figures.errors.append(f"{run.label}: exit {code}: {run.error_line()}")
-            progress(f"fault {rule}: exit {code}")
+                self.land_through(batch)
+                run = self.start(f"{point}-{action}", rule)
+                code = self.finish(run, run.wait(self.timeout))
+                if code == EXPECTED_EXIT[action]:
+                    self.figures.point_faults += 1
+                elif code == 0:
+                    self.figures.not_fired.append(rule)
+                else:
+                    self.figures.errors.append(f"{run.label}: exit {code}: {run.error_line()}")
+                progress(f"fault {rule}: exit {code}")
+            self.cases_done = number + 1
+            self.save()
 
     def random_phase(self, kills: int) -> None:
         """Land everything, then kill runs at random times until `kills` or the input runs out."""
@@ -609,11 +734,7 @@ class Harness:
             done = self.checkpoint_batch()
             remaining = self.figures.last_batch - (-1 if done is None else done)
             after_write, delay = choose_kill(
-                self.rng,
-                self.timing.startup,
-                self.timing.batch,
-                remaining,
-                kills - self.figures.random_kills,
+                self.rng, self.timing, remaining, kills - self.figures.random_kills
             )
             run = self.start("random", None)
             code = run.wait(self.timeout, until_write=True) if after_write else None
@@ -626,8 +747,10 @@ class Harness:
             self.finish(run, code)
             if code == 0:
                 self.figures.consumed = True
+                self.save()
                 return
             self.figures.errors.append(f"{run.label}: exit {code}: {run.error_line()}")
+            self.save()
             failures_in_row += 1
 
     def kill(self, run: Run, kills: int) -> None:
@@ -657,6 +780,7 @@ class Harness:
                 self.figures.consumed = True
             else:
                 self.figures.errors.append(f"{run.label}: exit {code}: {run.error_line()}")
+            self.save()
 
     def verify(self) -> None:
         """Read the tables and the log in one Spark session and fill in the verdict's figures."""
@@ -712,46 +836,89 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--records", type=int, help="distinct records (default 100,000)")
     parser.add_argument("--batch-size", type=int, help="records per file/batch (default 750)")
     parser.add_argument("--random-kills", type=int, help="random kills (default 200)")
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--seed", type=int, help="seed of the input and the kills (default 1)")
     parser.add_argument("--workdir", type=Path, help="empty or new directory (kept)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
-    parser.add_argument("--run-timeout", type=float, default=1800.0, help="seconds per run")
+    parser.add_argument("--run-timeout", type=float, help="seconds per run (default 1800)")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="go on with the stopped verification in --workdir, with its saved sizes",
+    )
     args = parser.parse_args(argv)
-    preset = QUICK if args.quick else FULL
+    if args.resume:
+        if args.workdir is None:
+            parser.error("--resume needs the --workdir of the verification to go on with")
+        given = [n for n in (*SIZES, "run_timeout") if getattr(args, n) is not None]
+        if given or args.quick:
+            parser.error(
+                "--resume takes the sizes saved in --workdir; drop "
+                + ", ".join(
+                    f"--{n.replace('_', '-')}" for n in [*given, *(["quick"] if args.quick else [])]
+                )
+            )
+        return args
+    preset = {**(QUICK if args.quick else FULL), "seed": 1, "run_timeout": 1800.0}
     for name, value in preset.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
     return args
 
 
+def settings_of(args: argparse.Namespace) -> dict[str, Any]:
+    """The options a verification keeps for its whole life (saved for `--resume`)."""
+    return {name: getattr(args, name) for name in (*SIZES, "quick", "run_timeout")}
+
+
+def start_harness(args: argparse.Namespace) -> Harness | str:
+    """A new harness in a new or empty work directory, or the saved one (`--resume`); or why not."""
+    if args.resume:
+        if not (args.workdir / STATE_FILE).exists():
+            return f"--workdir {args.workdir} holds no verification to resume ({STATE_FILE})"
+        return Harness.resume(args.workdir.resolve())
+    if args.workdir is not None and args.workdir.exists() and any(args.workdir.iterdir()):
+        return f"--workdir {args.workdir} is not empty (add --resume to go on with it)"
+    workdir = (args.workdir or Path(tempfile.mkdtemp(prefix="lakehouse-verify-"))).resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    harness = Harness(workdir, settings_of(args))
+    harness.prepare()
+    return harness
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run every phase, print the summary line; 0 only if every record landed exactly once."""
     args = parse_args(argv)
-    started = time.monotonic()
-    if args.workdir is not None and args.workdir.exists() and any(args.workdir.iterdir()):
-        print(f"error: --workdir {args.workdir} is not empty", file=sys.stderr)
+    harness = start_harness(args)
+    if isinstance(harness, str):
+        print(f"error: {harness}", file=sys.stderr)
         return 2
-    workdir = (args.workdir or Path(tempfile.mkdtemp(prefix="lakehouse-verify-"))).resolve()
+    settings, workdir = harness.settings, harness.workdir
     points = [str(p) for p in get_args(FaultPoint)]
-    cases = fault_cases(points, crash_actions(get_args(FaultAction)), quick=args.quick)
-    harness = Harness(
-        workdir, plan_files(args.records, args.batch_size, args.seed), args.seed, args.run_timeout
-    )
-    harness.prepare()
+    cases = fault_cases(points, crash_actions(get_args(FaultAction)), quick=settings["quick"])
     progress(
-        f"{args.records} records in {len(harness.plan)} files, {len(cases)} fault cases, "
-        f"{args.random_kills} random kills, in {workdir}"
+        f"{settings['records']} records in {len(harness.plan)} files, {len(cases)} fault cases, "
+        f"{settings['random_kills']} random kills, in {workdir}"
+        + (f" (resumed: {harness.figures.restarts + 1} runs so far)" if args.resume else "")
     )
-    harness.fault_phase(cases)
-    harness.random_phase(args.random_kills)
-    harness.final_phase()
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        harness.fault_phase(cases)
+        harness.random_phase(settings["random_kills"])
+        harness.final_phase()
+    except KeyboardInterrupt:
+        if harness.running is not None:
+            stop_stray_run(harness.running, harness.workdir)
+            harness.running = None
+        harness.save()
+        progress(f"stopped; go on with: python -m verify.crash_matrix --workdir {workdir} --resume")
+        return 130
     try:
         harness.verify()
     except Exception as exc:
         harness.figures.errors.append(f"verification failed: {first_line(exc)}")
         harness.figures.consumed = False
     figures = harness.figures
-    figures.seconds = time.monotonic() - started
+    figures.seconds = harness.elapsed()
     for problem in figures.errors:
         progress(f"note: {problem}")
     if figures.not_fired:
@@ -764,6 +931,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif not figures.ok:
         progress(f"state and run logs kept in {workdir}")
     return 0 if figures.ok else 1
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM stops the harness as Ctrl-C does: the run under way is killed, progress saved."""
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":
