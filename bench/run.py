@@ -127,7 +127,7 @@ def delta_append(
 
 
 def grow_log(spark: SparkSession, table: TableSpec, commits: int, writers: int = 2) -> None:
-    """Bring the table's log to `commits` commits with one-row blind appends (app id `log`).
+    """Append one row at a time (app id `log`) until the table's log is at version `commits`.
 
     Only the log's length and its one small file per commit matter here, not how they were
     written, and growing to 1,000 commits is most of a default run: the appends go to the table's

@@ -23,6 +23,7 @@ from verify.crash_matrix import (
     STATE_FILE,
     Figures,
     Harness,
+    Interrupts,
     Ledger,
     Timing,
     append_ledger,
@@ -267,6 +268,53 @@ def test_saved_harness_resumes_where_it_stopped(tmp_path: Path) -> None:
     resumed.land_through(2)
     assert sorted(p.name for p in (tmp_path / "landing").iterdir())[-1] == "events-000002.json"
     assert json.loads((tmp_path / STATE_FILE).read_text())["figures"]["resumes"] == 1
+
+
+def test_sizes_out_of_range_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (["--records", "0"], ["--batch-size", "-1"], ["--run-timeout", "0"]):
+        with pytest.raises(SystemExit) as stopped:
+            parse_args(argv)
+        assert stopped.value.code == 2
+    assert "must be" in capsys.readouterr().err
+
+
+def test_a_stop_inside_a_bookkeeping_step_waits_for_its_end() -> None:
+    interrupts = Interrupts()
+    steps: list[str] = []
+
+    def two_nested_steps() -> None:
+        with interrupts.deferred():
+            with interrupts.deferred():
+                interrupts.handle(15, None)
+                steps.append("inner step finished")
+            steps.append("outer step finished")
+
+    with pytest.raises(KeyboardInterrupt):
+        two_nested_steps()
+    assert steps == ["inner step finished", "outer step finished"]
+    with pytest.raises(KeyboardInterrupt):
+        interrupts.handle(15, None)
+    with interrupts.deferred():
+        steps.append("no stop pending")
+
+
+def test_resume_stops_the_run_a_stopped_harness_left_alive(tmp_path: Path) -> None:
+    harness = Harness(tmp_path, settings_of(parse_args(["--records", "30", "--batch-size", "30"])))
+    harness.prepare()
+    left = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(120)", str(tmp_path / "home")],
+        start_new_session=True,
+    )
+    try:
+        harness.running = left.pid
+        harness.save()
+        resumed = Harness.resume(tmp_path)
+        assert left.wait(timeout=10) == -9
+        assert resumed.running is None
+        assert json.loads((tmp_path / STATE_FILE).read_text())["running"] is None
+    finally:
+        left.kill()
+        left.wait()
 
 
 def test_a_stray_run_is_stopped_only_if_it_is_ours(tmp_path: Path) -> None:

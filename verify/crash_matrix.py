@@ -40,7 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any, get_args
@@ -63,6 +63,7 @@ STARTUP_KILL_SHARE = 0.15
 CRASH_ACTIONS = ("kill", "term", "exit")
 EXPECTED_EXIT = {"kill": -signal.SIGKILL, "term": -signal.SIGTERM, "exit": 137}
 STATE_FILE = "harness.json"
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 SIZES = ("records", "batch_size", "random_kills", "seed")
 FULL = {"records": 100_000, "batch_size": 750, "random_kills": 200}
 QUICK = {"records": 1_200, "batch_size": 200, "random_kills": 2}
@@ -428,7 +429,8 @@ def stop_stray_run(pgid: int, workdir: Path, grace: float = 60.0) -> bool:
 
     Only a group one of whose processes names the work directory (the JVM's Derby home) or
     `ingest.cli` (the driver) is touched, so a group id reused after a reboot is left alone. The
-    JVM must not outlive the harness: it holds the embedded metastore's lock. True if stopped.
+    JVM must not outlive the harness: it holds the embedded metastore's lock. True if a run was
+    found and is gone.
     """
     marks = (str(workdir).encode(), b"ingest.cli")
     ours = False
@@ -443,10 +445,58 @@ def stop_stray_run(pgid: int, workdir: Path, grace: float = 60.0) -> bool:
     deadline = time.monotonic() + grace
     while group_alive(pgid) and time.monotonic() < deadline:
         time.sleep(0.2)
+    if group_alive(pgid):
+        progress(f"warning: process group {pgid} outlived SIGKILL; stop it before going on")
+        return False
     progress(f"stopped the run under way (process group {pgid})")
     return True
 
 
+class Interrupts:
+    """SIGINT, SIGTERM and SIGHUP stop the harness, but never in the middle of a bookkeeping step.
+
+    A stop raises KeyboardInterrupt at once, except inside `deferred()` (spawning a run and
+    recording its process group, counting a fault together with its case, saving), where it is
+    held until the step ends: otherwise a run could be left alive unrecorded (its JVM holds the
+    metastore's lock) or a fault counted twice on resume. Signals are not blocked, because a
+    spawned run would inherit the mask and ignore the SIGTERMs it is sent.
+    """
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.pending = False
+
+    def install(self) -> None:
+        """Route the three stop signals through `handle`."""
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, self.handle)
+
+    def ignore(self) -> None:
+        """Ignore further stops while the harness cleans up (no run is spawned after this)."""
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
+
+    def handle(self, signum: int, frame: object) -> None:
+        """Stop now, or when the step under way ends."""
+        if self.depth:
+            self.pending = True
+            return
+        raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def deferred(self) -> Iterator[None]:
+        """Hold stops until the block ends (blocks nest)."""
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
+            if not self.depth and self.pending:
+                self.pending = False
+                raise KeyboardInterrupt
+
+
+INTERRUPTS = Interrupts()
 Probe = Callable[[], tuple[int, int]]
 
 
@@ -572,16 +622,17 @@ class Harness:
 
     def prepare(self) -> None:
         """Write the config and stage every input file (outside the landing directory)."""
-        for directory in (self.landing, self.staging, self.runs):
-            directory.mkdir(parents=True)
-        self.config.write_text(CONFIG, encoding="utf-8")
-        for index, lines in enumerate(self.plan):
-            path = self.staging / file_name(index)
-            with path.open("w", encoding="utf-8") as handle:
-                handle.write("".join(line.text + "\n" for line in lines))
-                handle.flush()
-                os.fsync(handle.fileno())
-        self.save()
+        with INTERRUPTS.deferred():
+            for directory in (self.landing, self.staging, self.runs):
+                directory.mkdir(parents=True)
+            self.config.write_text(CONFIG, encoding="utf-8")
+            for index, lines in enumerate(self.plan):
+                path = self.staging / file_name(index)
+                with path.open("w", encoding="utf-8") as handle:
+                    handle.write("".join(line.text + "\n" for line in lines))
+                    handle.flush()
+                    os.fsync(handle.fileno())
+            self.save()
 
     def elapsed(self) -> float:
         """Seconds spent on this verification, over every invocation of the harness."""
@@ -601,11 +652,12 @@ class Harness:
         }
         path = self.workdir / STATE_FILE
         temporary = path.with_suffix(".tmp")
-        with temporary.open("w", encoding="utf-8") as handle:
-            json.dump(state, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
+        with INTERRUPTS.deferred():
+            with temporary.open("w", encoding="utf-8") as handle:
+                json.dump(state, handle)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temporary, path)
 
     @classmethod
     def resume(cls, workdir: Path) -> Harness:
@@ -656,13 +708,15 @@ class Harness:
         env = dict(self.env)
         if fault:
             env[ENV_VAR] = fault
-        self.started += 1
-        self.figures.restarts = self.started - 1
         argv = [sys.executable, "-m", "ingest.cli", "ingest", "--config", str(self.config)]
-        stem = self.runs / f"{self.started:04d}-{label}"
-        run = Run(argv, self.workdir, env, stem, self.probe)
-        self.running = run.proc.pid
-        self.save()
+        with INTERRUPTS.deferred():
+            self.started += 1
+            self.figures.restarts = self.started - 1
+            run = Run(
+                argv, self.workdir, env, self.runs / f"{self.started:04d}-{label}", self.probe
+            )
+            self.running = run.proc.pid
+            self.save()
         return run
 
     def probe(self) -> tuple[int, int]:
@@ -677,9 +731,10 @@ class Harness:
             run.signal_group(signal.SIGKILL)
             self.figures.errors.append(f"{run.label}: still running after {self.timeout:.0f} s")
         run.settle()
-        self.running = None
-        self.timing.learn(run.first_write, run.batches_done)
-        self.save()
+        with INTERRUPTS.deferred():
+            self.running = None
+            self.timing.learn(run.first_write, run.batches_done)
+            self.save()
         return code
 
     def checkpoint_batch(self) -> int | None:
@@ -698,11 +753,12 @@ class Harness:
         its own batch is already done.
         """
         usable = max(0, len(self.plan) - 1)
-        if len(cases) > usable and self.cases_done == 0:
-            self.figures.errors.append(
-                f"only {usable} batches for {len(cases)} fault cases: "
-                f"skipped {[f'{p}:{a}' for p, a in cases[usable:]]}"
-            )
+        too_few = (
+            f"only {usable} batches for {len(cases)} fault cases: "
+            f"skipped {[f'{p}:{a}' for p, a in cases[usable:]]}"
+        )
+        if len(cases) > usable and too_few not in self.figures.errors:
+            self.figures.errors.append(too_few)
         gap = 2 if len(self.plan) > 3 * len(cases) else 1
         for number, (point, action) in enumerate(cases[:usable]):
             if number < self.cases_done:
@@ -711,26 +767,32 @@ class Harness:
             batch = max(1 + number * gap, 0 if done is None else done + 1)
             rule = f"{point}:{action}@{batch}"
             if batch > usable:
-                self.figures.errors.append(f"no batch left for fault {rule}")
-            else:
-                self.land_through(batch)
-                run = self.start(f"{point}-{action}", rule)
-                code = self.finish(run, run.wait(self.timeout))
+                with INTERRUPTS.deferred():
+                    self.figures.errors.append(f"no batch left for fault {rule}")
+                    self.cases_done = number + 1
+                    self.save()
+                continue
+            self.land_through(batch)
+            run = self.start(f"{point}-{action}", rule)
+            code = self.finish(run, run.wait(self.timeout))
+            with INTERRUPTS.deferred():
                 if code == EXPECTED_EXIT[action]:
                     self.figures.point_faults += 1
                 elif code == 0:
                     self.figures.not_fired.append(rule)
                 else:
                     self.figures.errors.append(f"{run.label}: exit {code}: {run.error_line()}")
-                progress(f"fault {rule}: exit {code}")
-            self.cases_done = number + 1
-            self.save()
+                self.cases_done = number + 1
+                self.save()
+            progress(f"fault {rule}: exit {code}")
 
     def random_phase(self, kills: int) -> None:
         """Land everything, then kill runs at random times until `kills` or the input runs out."""
         self.land_through(len(self.plan) - 1)
         failures_in_row = 0
-        while self.figures.random_kills < kills and failures_in_row < 3:
+        while (
+            not self.figures.consumed and self.figures.random_kills < kills and failures_in_row < 3
+        ):
             done = self.checkpoint_batch()
             remaining = self.figures.last_batch - (-1 if done is None else done)
             after_write, delay = choose_kill(
@@ -745,23 +807,24 @@ class Harness:
                 failures_in_row = 0
                 continue
             self.finish(run, code)
-            if code == 0:
-                self.figures.consumed = True
+            with INTERRUPTS.deferred():
+                if code == 0:
+                    self.figures.consumed = True
+                else:
+                    self.figures.errors.append(f"{run.label}: exit {code}: {run.error_line()}")
                 self.save()
-                return
-            self.figures.errors.append(f"{run.label}: exit {code}: {run.error_line()}")
-            self.save()
             failures_in_row += 1
 
     def kill(self, run: Run, kills: int) -> None:
         """Kill a run's whole group with SIGKILL, or SIGTERM a third of the time."""
         sig = signal.SIGTERM if self.rng.random() < 1 / 3 else signal.SIGKILL
         at = time.monotonic() - run.started
-        run.signal_group(sig)
         f = self.figures
-        f.random_kills += 1
-        f.sigterms += sig == signal.SIGTERM
-        f.kills_after_write += run.first_write is not None
+        with INTERRUPTS.deferred():
+            run.signal_group(sig)
+            f.random_kills += 1
+            f.sigterms += sig == signal.SIGTERM
+            f.kills_after_write += run.first_write is not None
         self.finish(run, run.wait(self.timeout))
         progress(
             f"random kill {f.random_kills}/{kills}: {sig.name} at {at:.1f} s"
@@ -776,14 +839,29 @@ class Harness:
                 return
             run = self.start("final", None)
             code = self.finish(run, run.wait(self.timeout))
-            if code == 0:
-                self.figures.consumed = True
-            else:
-                self.figures.errors.append(f"{run.label}: exit {code}: {run.error_line()}")
+            with INTERRUPTS.deferred():
+                if code == 0:
+                    self.figures.consumed = True
+                else:
+                    self.figures.errors.append(f"{run.label}: exit {code}: {run.error_line()}")
+                self.save()
+
+    def stop_running(self) -> None:
+        """Kill the run under way, if any, and save: no run outlives the harness."""
+        if self.running is not None:
+            stop_stray_run(self.running, self.workdir)
+            self.running = None
             self.save()
 
     def verify(self) -> None:
-        """Read the tables and the log in one Spark session and fill in the verdict's figures."""
+        """Read the tables and the log, fill in the verdict's figures; a failure is one of them."""
+        try:
+            self._verify()
+        except Exception as exc:
+            self.figures.errors.append(f"verification failed: {first_line(exc)}")
+            self.figures.consumed = False
+
+    def _verify(self) -> None:
         os.environ.setdefault("LAKEHOUSE_SPARK_MASTER", "local[2]")
         from tables.log import committed_batch, read_ledger
         from tables.session import get_spark
@@ -862,6 +940,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     for name, value in preset.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
+    if args.records < 1 or args.batch_size < 1:
+        parser.error("--records and --batch-size must be at least 1")
+    if args.random_kills < 0 or args.run_timeout <= 0:
+        parser.error("--random-kills must be 0 or more and --run-timeout above 0")
     return args
 
 
@@ -888,7 +970,12 @@ def start_harness(args: argparse.Namespace) -> Harness | str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run every phase, print the summary line; 0 only if every record landed exactly once."""
     args = parse_args(argv)
-    harness = start_harness(args)
+    INTERRUPTS.install()
+    try:
+        harness = start_harness(args)
+    except KeyboardInterrupt:
+        progress("stopped before the first run")
+        return 130
     if isinstance(harness, str):
         print(f"error: {harness}", file=sys.stderr)
         return 2
@@ -898,25 +985,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     progress(
         f"{settings['records']} records in {len(harness.plan)} files, {len(cases)} fault cases, "
         f"{settings['random_kills']} random kills, in {workdir}"
-        + (f" (resumed: {harness.figures.restarts + 1} runs so far)" if args.resume else "")
+        + (f" (resumed after {harness.started} runs)" if args.resume else "")
     )
-    signal.signal(signal.SIGTERM, _interrupt)
     try:
         harness.fault_phase(cases)
         harness.random_phase(settings["random_kills"])
         harness.final_phase()
+        harness.verify()
     except KeyboardInterrupt:
-        if harness.running is not None:
-            stop_stray_run(harness.running, harness.workdir)
-            harness.running = None
-        harness.save()
         progress(f"stopped; go on with: python -m verify.crash_matrix --workdir {workdir} --resume")
         return 130
-    try:
-        harness.verify()
-    except Exception as exc:
-        harness.figures.errors.append(f"verification failed: {first_line(exc)}")
-        harness.figures.consumed = False
+    finally:
+        INTERRUPTS.ignore()
+        harness.stop_running()
     figures = harness.figures
     figures.seconds = harness.elapsed()
     for problem in figures.errors:
@@ -931,11 +1012,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif not figures.ok:
         progress(f"state and run logs kept in {workdir}")
     return 0 if figures.ok else 1
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    """SIGTERM stops the harness as Ctrl-C does: the run under way is killed, progress saved."""
-    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":
