@@ -806,13 +806,7 @@ class Harness:
                 self.kill(run, kills)
                 failures_in_row = 0
                 continue
-            self.finish(run, code)
-            with INTERRUPTS.deferred():
-                if code == 0:
-                    self.figures.consumed = True
-                else:
-                    self.figures.errors.append(f"{run.label}: exit {code}: {run.error_line()}")
-                self.save()
+            self.record_end(run, self.finish(run, code))
             failures_in_row += 1
 
     def kill(self, run: Run, kills: int) -> None:
@@ -838,13 +832,16 @@ class Harness:
             if self.figures.consumed:
                 return
             run = self.start("final", None)
-            code = self.finish(run, run.wait(self.timeout))
-            with INTERRUPTS.deferred():
-                if code == 0:
-                    self.figures.consumed = True
-                else:
-                    self.figures.errors.append(f"{run.label}: exit {code}: {run.error_line()}")
-                self.save()
+            self.record_end(run, self.finish(run, run.wait(self.timeout)))
+
+    def record_end(self, run: Run, code: int | None) -> None:
+        """Record how a run that was not killed ended: input consumed (exit 0), or an error."""
+        with INTERRUPTS.deferred():
+            if code == 0:
+                self.figures.consumed = True
+            else:
+                self.figures.errors.append(f"{run.label}: exit {code}: {run.error_line()}")
+            self.save()
 
     def stop_running(self) -> None:
         """Kill the run under way, if any, and save: no run outlives the harness."""
