@@ -225,6 +225,9 @@ def test_timing_learns_startup_first_and_later_batch_times() -> None:
     assert timing.batch == 3.0
     assert timing.startup == 22.0
     assert timing.first_batch == 13.0
+    timing.learn(20.0, [20.0, 23.0])
+    timing.learn(20.0, [21.0])
+    assert timing.first_batch == 13.0
 
 
 def test_quick_preset_only_changes_defaults() -> None:

@@ -383,11 +383,13 @@ class Timing:
         """Median seconds from a run's first write to its first checkpoint commit.
 
         A fresh JVM's first batch takes several times a later one (JIT, first Delta snapshot);
-        until one is measured it is taken as three later batches.
+        until one is measured it is taken as three later batches. A run that only finished a
+        batch an earlier run had begun writes first late in that batch (its offsets exist; a
+        skip writes nothing before the checkpoint), so samples shorter than a later batch are
+        left out: counted in, they pulled the median to 0 and the kills to the batch's start.
         """
-        if self.first_batches:
-            return statistics.median(self.first_batches[-20:])
-        return 3 * self.batch
+        full = [s for s in self.first_batches[-100:] if s >= self.batch]
+        return statistics.median(full[-20:]) if full else 3 * self.batch
 
     @property
     def startup(self) -> float:
