@@ -137,11 +137,12 @@ def grow_log(spark: SparkSession, table: TableSpec, commits: int, writers: int =
     location = table_detail(spark, table.name).location
     tiny = spark.createDataFrame([("x", "u", 0.0, START)], SCHEMA)
     missing = range(commits - table_version(spark, table.name))
+
+    def append(n: int) -> None:
+        delta_append(tiny, table.name, "log", n, location=location)
+
     with ThreadPoolExecutor(writers) as pool:
-        for _ in pool.map(
-            lambda n: delta_append(tiny, table.name, "log", n, location=location), missing
-        ):
-            pass
+        list(pool.map(append, missing))
 
 
 def committer(

@@ -680,8 +680,8 @@ class Harness:
         harness.rng.setstate((version, tuple(internal), gauss))
         harness.landed = _count(harness.landing)
         harness.figures.resumes += 1
-        if state["running"] is not None:
-            stop_stray_run(int(state["running"]), workdir)
+        harness.running = state["running"]
+        harness.stop_running()
         harness.save()
         return harness
 
@@ -986,17 +986,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{settings['random_kills']} random kills, in {workdir}"
         + (f" (resumed after {harness.started} runs)" if args.resume else "")
     )
+    stopped = False
     try:
         harness.fault_phase(cases)
         harness.random_phase(settings["random_kills"])
         harness.final_phase()
         harness.verify()
     except KeyboardInterrupt:
-        progress(f"stopped; go on with: python -m verify.crash_matrix --workdir {workdir} --resume")
-        return 130
+        stopped = True
     finally:
         INTERRUPTS.ignore()
         harness.stop_running()
+    if stopped:
+        progress(f"stopped; go on with: python -m verify.crash_matrix --workdir {workdir} --resume")
+        return 130
     figures = harness.figures
     figures.seconds = harness.elapsed()
     for problem in figures.errors:
