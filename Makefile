@@ -37,7 +37,7 @@ demo: setup ## Generate sample events and ingest them exactly once, twice, with 
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash examples/demo/run.sh
 
 verify: setup ## Prove exactly-once under faults: scenarios repeated, then the full crash matrix (hours)
-	LAKEHOUSE_VERIFY_REPEAT=$(VERIFY_REPEAT) $(PY) -m pytest -q -m slow tests/ingest/test_exactly_once.py
+	LAKEHOUSE_VERIFY_REPEAT=$(VERIFY_REPEAT) $(PY) -m pytest -q tests/ingest/test_exactly_once.py
 	$(PY) -m verify.crash_matrix --json verify/last-run.json $(VERIFY_ARGS)
 
 bench: setup ## Measure what exactly-once costs, as ratios side by side (BENCH_ARGS=--help)

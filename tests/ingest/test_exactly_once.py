@@ -1,8 +1,9 @@
 """Exactly-once under faults: unknown outcomes, zombies, concurrent writers, lost checkpoints,
 damaged Delta checkpoints and schema drift, each ending with the output compared to the input.
 
-`make test` runs each scenario once; `make verify` sets LAKEHOUSE_VERIFY_REPEAT to repeat the
-randomised ones (random stall points of the zombie) many times.
+`make test` runs each scenario once; `make verify` runs this whole file with
+LAKEHOUSE_VERIFY_REPEAT set, which repeats the randomised parts: more random stall points of the
+zombie, and ten times the batches under the unknown-outcome fault.
 """
 
 from __future__ import annotations
