@@ -357,11 +357,15 @@ def choose_kill(
     for the stream's first write, then fall within the time the run needs, on average, for its
     share of the batches still to run: a fresh JVM's first batch (several times a later one),
     then later batches. So the kills spread over the whole input and over every stage of a batch,
-    the post-commit audit included.
+    the post-commit audit included. With more kills left than batches, the kills fall in the
+    first half of a run's first batch, mostly before its checkpoint, so the input lasts for all
+    of them (runs went faster than planned and the full run neared its end with 20 kills left).
     """
     if rng.random() < STARTUP_KILL_SHARE:
         return False, rng.uniform(0.25 * timing.startup, timing.startup)
-    share = max(1.0, 2.0 * remaining_batches / max(1, remaining_kills))
+    if remaining_kills > remaining_batches:
+        return True, rng.uniform(0.0, 0.5 * timing.first_batch)
+    share = 2.0 * remaining_batches / max(1, remaining_kills)
     return True, rng.uniform(0.0, timing.first_batch + timing.batch * (share - 1.0))
 
 
