@@ -17,8 +17,9 @@ Linux only (process groups are tracked through /proc). Each `lakehouse` process 
 on 2 cores about 30 s from spawn to the stream's first write (17 s of them Spark and the
 metastore), then about 16 s for its first batch and 7 s for each later one (commit 3.4 s, audit
 1.9 s, recording the audit 1.5 s). So the default run (100,000 records, 200 random kills) takes
-about three hours there; `--records 10000 --random-kills 10` took 13 minutes and `--quick`
-(1,200 records, the three between-writes fault points, 2 random kills) about 5. The harness saves
+three to four hours there (the first full run took 4.3, partly beside CI); `--records 10000
+--random-kills 10` took 13 minutes and `--quick` (1,200 records, the three between-writes fault
+points, 2 random kills) about 5. The harness saves
 its progress in the work directory after every step: stopped (Ctrl-C, SIGTERM, a lost machine),
 it goes on with `--workdir DIR --resume`, and its figures cover every invocation.
 """
