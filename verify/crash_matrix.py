@@ -359,8 +359,9 @@ def choose_kill(
     share of the batches still to run: a fresh JVM's first batch (several times a later one),
     then later batches. So the kills spread over the whole input and over every stage of a batch,
     the post-commit audit included. With more kills left than batches, the kills fall in the
-    first half of a run's first batch, mostly before its checkpoint, so the input lasts for all
-    of them (runs went faster than planned and the full run neared its end with 20 kills left).
+    first half of a run's first batch, mostly before its checkpoint, so the input lasts for more
+    of them (the first full run ran out of input with 20 of its 200 kills left). A run can still
+    outlast its kill time and consume the rest, so the count stays a ceiling.
     """
     if rng.random() < STARTUP_KILL_SHARE:
         return False, rng.uniform(0.25 * timing.startup, timing.startup)
