@@ -19,9 +19,9 @@ metastore), then about 16 s for its first batch and 7 s for each later one (comm
 1.9 s, recording the audit 1.5 s). So the default run (100,000 records, 200 random kills) takes
 three to four hours there (the first full run took 4.3, partly beside CI); `--records 10000
 --random-kills 10` took 13 minutes and `--quick` (1,200 records, the three between-writes fault
-points, 2 random kills) about 5. The harness saves
-its progress in the work directory after every step: stopped (Ctrl-C, SIGTERM, a lost machine),
-it goes on with `--workdir DIR --resume`, and its figures cover every invocation.
+points, 2 random kills) about 5. The harness saves its progress in the work directory after
+every step: stopped (Ctrl-C, SIGTERM, a lost machine), it goes on with `--workdir DIR --resume`,
+and its figures cover every invocation.
 """
 
 from __future__ import annotations
@@ -367,7 +367,7 @@ def choose_kill(
         return False, rng.uniform(0.25 * timing.startup, timing.startup)
     if remaining_kills > remaining_batches:
         return True, rng.uniform(0.0, 0.5 * timing.first_batch)
-    share = 2.0 * remaining_batches / max(1, remaining_kills)
+    share = max(1.0, 2.0 * remaining_batches / max(1, remaining_kills))
     return True, rng.uniform(0.0, timing.first_batch + timing.batch * (share - 1.0))
 
 

@@ -3,7 +3,7 @@ damaged Delta checkpoints and schema drift, each ending with the output compared
 
 `make test` runs each scenario once; `make verify` runs this whole file with
 LAKEHOUSE_VERIFY_REPEAT set, which repeats the randomised parts: more random stall points of the
-zombie, and ten times the batches under the unknown-outcome fault.
+zombie, and REPEAT times the batches under the unknown-outcome fault.
 """
 
 from __future__ import annotations
@@ -214,6 +214,22 @@ def test_zombie_writer_with_other_content_fails_and_changes_nothing(
     assert "zombie" not in {r["user_id"] for r in spark.table(spec.name).collect()}
 
 
+def lone_commit_seconds(spark: SparkSession, spec: TableSpec, location: str, home: Path) -> float:
+    """Seconds a writer alone takes from `ready` to its exit: the span random stalls fall in.
+
+    A fixed span missed the later part of the commit when the machine was loaded (ten rounds
+    all stalled A before its log entry), so the span is measured on this machine, now.
+    """
+    k = next_zombie_batch(spark, spec)
+    writer = Writer(home, spec, location, k, "u", fault="")
+    writer.wait_ready()
+    started = time.monotonic()
+    code, last = writer.resume()
+    assert code == 0, last
+    assert json.loads(last)["status"] == "committed", last
+    return time.monotonic() - started
+
+
 @pytest.mark.slow
 def test_zombie_writer_stalled_at_random_points(
     spark: SparkSession, make_table: MakeTable, tmp_path: Path
@@ -238,22 +254,6 @@ def test_zombie_writer_stalled_at_random_points(
         assert (status, a_commits) in {("committed", 1), ("skipped", 0)}, (status, a_commits)
         outcomes.append(status)
     print(f"zombie outcomes over {REPEAT} stall points within {span:.1f} s: {outcomes}")
-
-
-def lone_commit_seconds(spark: SparkSession, spec: TableSpec, location: str, home: Path) -> float:
-    """Seconds a writer alone takes from `ready` to its exit: the span random stalls fall in.
-
-    A fixed span missed the later part of the commit when the machine was loaded (ten rounds
-    all stalled A before its log entry), so the span is measured on this machine, now.
-    """
-    k = next_zombie_batch(spark, spec)
-    writer = Writer(home, spec, location, k, "u", fault="")
-    writer.wait_ready()
-    started = time.monotonic()
-    code, last = writer.resume()
-    assert code == 0, last
-    assert json.loads(last)["status"] == "committed", last
-    return time.monotonic() - started
 
 
 # --- concurrent writers -----------------------------------------------------------------------
