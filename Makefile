@@ -9,7 +9,7 @@ VERIFY_REPEAT ?= 10
 VERIFY_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test check demo bench verify clean
+.PHONY: help setup test test-slow check demo bench verify clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -23,8 +23,12 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP) ## Create .venv, install pinned dependencies, fetch and cache the Delta JARs
 
-test: setup ## Run the whole test suite (real Spark and Delta)
-	@$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
+test: setup ## Fast tier: every test that starts no extra process (real Spark and Delta)
+	@$(PY) -m pytest -m "not slow" $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests" >&2; exit 1; fi; exit $$rc
+
+test-slow: setup ## Slow tier: child drivers, brokers, servers, clusters, the quick crash matrix
+	@$(PY) -m pytest -m slow $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 check: setup ## Lint (ruff) and type-check (mypy, strict on the packages)

@@ -43,6 +43,12 @@ DedupScope = Literal["batch", "table", "window"]
 #: deletes the later copies in a follow-up commit that the ledger records.
 AuditPolicy = Literal["warn", "fail", "repair"]
 
+#: What happens to a field the table's schema cannot hold as delivered (a field not in the schema,
+#: a case variant of a column, a value converted to fit a STRING column, a key repeated in one
+#: object): `rescue` lands the row and keeps the exact original in the `_lh_rescued` column,
+#: `quarantine` sends the row to quarantine with a reason, `fail` stops the batch before it commits.
+UnknownFields = Literal["rescue", "quarantine", "fail"]
+
 #: What a failing expectation does to its batch: `warn` commits everything and records the failure,
 #: `quarantine` sends the failing rows to the quarantine table, `fail` commits nothing and stops.
 ExpectationAction = Literal["warn", "quarantine", "fail"]
@@ -210,6 +216,7 @@ class TableSpec:
     dedup_window: timedelta | None = None
     expectations: tuple[ExpectationSpec, ...] = ()
     audit_policy: AuditPolicy = "warn"
+    unknown_fields: UnknownFields = "rescue"
 
     def __post_init__(self) -> None:
         validate_table_name(self.name)
@@ -229,6 +236,11 @@ class TableSpec:
             raise ConfigError(
                 f"table {self.name}: audit_policy must be one of {get_args(AuditPolicy)}, "
                 f"got {self.audit_policy!r}"
+            )
+        if self.unknown_fields not in get_args(UnknownFields):
+            raise ConfigError(
+                f"table {self.name}: unknown_fields must be one of {get_args(UnknownFields)}, "
+                f"got {self.unknown_fields!r}"
             )
 
     @property
