@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ingest import cli_admin
+from ingest import cli_admin, cli_serve
 from ingest.cli_common import (
     EXIT_TERMINAL,
     ConfigOption,
@@ -305,6 +305,7 @@ for command in (
     cli_admin.optimize,
     cli_admin.apps,
     cli_admin.reset_app,
+    cli_serve.serve,
 ):
     app.command(name=command.__name__.replace("_", "-"))(command)
 

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
-from tables.catalog import create_table
+from tables.catalog import create_table, table_exists
 from tables.log import USER_METADATA_CONF, CommitMetadata
 from tables.scan import files_scanned
 from tables.session import clone_session
@@ -289,7 +289,7 @@ def checks_from_ledger(
 def is_recorded(spark: SparkSession, table: str, app_id: str, batch_id: int) -> bool:
     """True if an audit of (app id, batch id) of `table` is in the quality table."""
     name = quality_table_name(table)
-    if not spark.catalog.tableExists(name):
+    if not table_exists(spark, name):
         return False
     found = spark.table(name).where(
         (F.col("table_name") == table)
@@ -305,7 +305,7 @@ def held_by(spark: SparkSession, table: str) -> dict[str, Any] | None:
     A later passing full check (`lakehouse check TABLE --full`) or a repair releases the table.
     """
     name = quality_table_name(table)
-    if not spark.catalog.tableExists(name):
+    if not table_exists(spark, name):
         return None
     latest = (
         spark.table(name)
@@ -323,7 +323,7 @@ def held_by(spark: SparkSession, table: str) -> dict[str, Any] | None:
 def recent_results(spark: SparkSession, table: str, limit: int) -> list[dict[str, Any]]:
     """The latest recorded outcomes for a table, newest first."""
     name = quality_table_name(table)
-    if not spark.catalog.tableExists(name):
+    if not table_exists(spark, name):
         return []
     rows = (
         spark.table(name)

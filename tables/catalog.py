@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from tables.errors import SchemaMismatchError, TableNotFoundError
 from tables.identifiers import validate_table_name
+from tables.warehouse import is_warehouse_catalog, register, table_location, warehouse_dir
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -37,8 +38,14 @@ class TableDetail:
 
 
 def table_exists(spark: SparkSession, name: str) -> bool:
-    """Return True if the catalog knows the table."""
-    return bool(spark.catalog.tableExists(validate_table_name(name)))
+    """Return True if the catalog knows the table, or (embedded catalog) its warehouse holds it.
+
+    In the embedded catalog another process may have created the table after this session
+    started: its directory under the warehouse is found and registered here (`tables.warehouse`).
+    """
+    if spark.catalog.tableExists(validate_table_name(name)):
+        return True
+    return is_warehouse_catalog(spark) and register(spark, name)
 
 
 def require_table(spark: SparkSession, name: str) -> None:
@@ -79,6 +86,10 @@ def create_table(
         _assert_matches(spark, name, schema)
         return False
     builder = DeltaTable.createIfNotExists(spark).tableName(name).addColumns(schema)
+    if is_warehouse_catalog(spark):
+        # An external table at the managed location: every process finds it there by name, and
+        # no process trips over a "non-empty location" that another one filled.
+        builder = builder.location(table_location(warehouse_dir(spark), name))
     if partition_by:
         builder = builder.partitionedBy(*partition_by)
     for key, value in (properties or {}).items():

@@ -7,7 +7,7 @@ Ivy reports unresolved dependencies. Maven fetches the four JARs the connector n
 its transitive dependencies (PySpark ships the rest), into a cache; `make setup` warms it, and a
 session that reads Kafka adds them with `spark.jars`.
 
-Cache: `$LAKEHOUSE_KAFKA_CACHE/<name>-<version>/` when the variable is set, otherwise
+Cache: `$LAKEHOUSE_JAR_CACHE/<name>-<version>/` when the variable is set, otherwise
 `~/.cache/lakehouse-ingest/<name>-<version>/`. Maven's own local repository is used on the way.
 """
 
@@ -33,11 +33,16 @@ SPARK_TOKEN_PROVIDER_VERSION = "4.0.0"
 KAFKA_CLIENTS_VERSION = "3.9.1"  # what spark-sql-kafka 4.1.3 is built against
 COMMONS_POOL2_VERSION = "2.12.1"
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
-CACHE_ENV = "LAKEHOUSE_KAFKA_CACHE"
+CACHE_ENV = "LAKEHOUSE_JAR_CACHE"
+DELTA_CLASSPATH_FILE = "delta-driver-classpath.txt"
+#: The resolved JARs a driver needs on its own class path to load Delta in threads that Spark's
+#: JAR class loader does not reach (the Thrift server's): Delta's and Unity Catalog's own, not the
+#: third-party libraries Ivy also lists, which PySpark ships in its own versions.
+_DRIVER_JAR_PREFIXES = ("io.delta_", "io.unitycatalog_")
 
 
 def cache_root() -> Path:
-    """Where fetched JAR sets live: `$LAKEHOUSE_KAFKA_CACHE` or `~/.cache/lakehouse-ingest`."""
+    """Where fetched JAR sets live: `$LAKEHOUSE_JAR_CACHE` or `~/.cache/lakehouse-ingest`."""
     configured = os.environ.get(CACHE_ENV)
     root = Path(configured) if configured else Path.home() / ".cache" / "lakehouse-ingest"
     return root.expanduser()
@@ -112,7 +117,7 @@ def maven_fetch(target: Path, dependencies: Sequence[str]) -> Path:
     if _stamped(stamp, digest):
         return jars
     target.mkdir(parents=True, exist_ok=True)
-    with _locked(target / ".lock"):
+    with locked(target / ".lock"):
         if _stamped(stamp, digest):
             return jars
         mvn = shutil.which("mvn")
@@ -150,10 +155,50 @@ def _stamped(stamp: Path, digest: str) -> bool:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on `path` (created if absent) for the block, across processes."""
     with open(path, "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def fetch_postgres_jdbc_jars(cache_dir: Path | None = None) -> list[Path]:
+    """The PostgreSQL JDBC driver JAR a Hive metastore on PostgreSQL connects with (cached)."""
+    from tables.catalogs import POSTGRES_JDBC_VERSION
+
+    target = cache_dir or cache_root() / f"postgresql-jdbc-{POSTGRES_JDBC_VERSION}"
+    driver = dependency("org.postgresql", "postgresql", POSTGRES_JDBC_VERSION, alone=True)
+    return sorted(maven_fetch(target, (driver,)).glob("*.jar"))
+
+
+def driver_jars(resolved: str) -> list[Path]:
+    """The Delta-owned JARs among a session's resolved `spark.jars` list (see above)."""
+    jars = []
+    for entry in resolved.split(","):
+        path = Path(entry.strip().removeprefix("file://").removeprefix("file:"))
+        if path.name.startswith(_DRIVER_JAR_PREFIXES):
+            jars.append(path)
+    return jars
+
+
+def remember_delta_jars(resolved: str) -> None:
+    """Keep the Delta JARs a session resolved, for drivers that need them on their class path."""
+    jars = driver_jars(resolved)
+    if jars:
+        target = cache_root() / DELTA_CLASSPATH_FILE
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = target.with_suffix(f".{os.getpid()}.tmp")
+        staging.write_text("\n".join(str(j) for j in jars) + "\n")
+        staging.replace(target)
+
+
+def cached_delta_jars() -> list[Path] | None:
+    """The remembered Delta JARs, or None if none are remembered or one has gone."""
+    source = cache_root() / DELTA_CLASSPATH_FILE
+    if not source.is_file():
+        return None
+    jars = [Path(line) for line in source.read_text().splitlines() if line.strip()]
+    return jars if jars and all(j.is_file() for j in jars) else None

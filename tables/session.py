@@ -2,9 +2,10 @@
 
 On a bare machine it builds an embedded default: local Spark with Delta's SQL extension and
 catalog, JARs resolved through `configure_spark_with_delta_pip` (cached after the first run), and
-a persistent warehouse directory plus embedded Derby metastore under the lakehouse home, so that a
-table created by one process is found by name in the next. Under spark-submit or Databricks the
-session already exists and is reused as it is: no local master, no JAR resolution.
+a persistent warehouse directory under the lakehouse home whose tables every process finds by
+name (`tables.warehouse`), or a shared Hive metastore (`tables.catalogs`). Under spark-submit the
+submitted JVM gets the same home and catalog; on Databricks the workspace's session is used as
+it is.
 """
 
 from __future__ import annotations
@@ -13,14 +14,16 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
 
-from tables.errors import SessionError
+from tables.catalogs import CatalogSpec
+from tables.errors import SessionError, first_line
+from tables.readonly import GUARD_EXTENSION, HOME_CONF, guard_jar
 
 DEFAULT_HOME = Path(".lakehouse")
 _LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
@@ -91,6 +94,16 @@ def hadoop_path(spark: SparkSession, location: str) -> tuple[Any, Any]:
     return path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), path
 
 
+def start_jdbc_server(spark: SparkSession) -> Any:
+    """Start Spark's Thrift JDBC server (HiveServer2) on this session; return it, to stop it.
+
+    `HiveThriftServer2.startWithContext` has no Python API: this is one of the JVM calls this
+    module owns. The server's host and port come from the session's `hive.server2.thrift.*`.
+    """
+    server = jvm_of(spark).org.apache.spark.sql.hive.thriftserver.HiveThriftServer2
+    return server.startWithContext(spark._jsparkSession.sqlContext())
+
+
 def is_cluster_environment(environ: Mapping[str, str] | None = None) -> bool:
     """Return True when running under spark-submit or on Databricks, where a session exists."""
     env = os.environ if environ is None else environ
@@ -112,24 +125,68 @@ def get_spark(
     app_name: str = "lakehouse",
     extra_conf: Mapping[str, str] | None = None,
     kafka: bool = False,
+    catalog: CatalogSpec | None = None,
+    driver_classpath: Sequence[Path] = (),
 ) -> SparkSession:
-    """Return the active Spark session, or build the embedded default rooted at `home`.
+    """Return the active Spark session, or build one rooted at `home` with `catalog`.
 
-    `home` holds the warehouse and metastore; it defaults to `$LAKEHOUSE_HOME` or `./.lakehouse`.
-    `extra_conf` overrides the embedded defaults (it is ignored when a session already exists).
-    With `kafka`, the embedded session also loads Spark's Kafka connector (`tables.connectors`).
+    `home` holds the warehouse; it defaults to `$LAKEHOUSE_HOME` or `./.lakehouse`. `catalog`
+    defaults to the embedded warehouse catalog, which any number of processes share. On
+    Databricks the workspace's session and catalog are used as they are. Under spark-submit the
+    session is built on the submitted JVM with the same home and catalog, so a scheduled job's
+    tables land where `lakehouse status` finds them. `extra_conf` overrides the embedded defaults
+    (it is ignored when a session already exists). With `kafka`, the embedded session also loads
+    Spark's Kafka connector (`tables.connectors`). `driver_classpath` goes on the driver JVM's
+    own class path (the JDBC server needs Delta there).
     """
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    if is_cluster_environment():
+    chosen = catalog or CatalogSpec()
+    root = _resolve_home(home)
+    if "DATABRICKS_RUNTIME_VERSION" in os.environ:
         return SparkSession.builder.appName(app_name).getOrCreate()
-    conf = dict(extra_conf or {})
+    if is_cluster_environment():
+        builder = SparkSession.builder.appName(app_name)
+        for key, value in {**delta_conf(), **chosen.session_conf(root)}.items():
+            builder = builder.config(key, value)
+        return _checked(builder.getOrCreate(), chosen)
+    # The driver's own class path: the metastore's JDBC driver (DataNucleus loads it there) and
+    # the read-only guard (the JDBC server's threads load SQL extensions there).
+    driver_jars = [str(jar) for jar in (*driver_classpath, *chosen.jars())]
+    extensions = delta_conf()["spark.sql.extensions"]
+    guard = _guard_jar()
+    if guard is not None:
+        driver_jars.append(str(guard))
+        extensions = f"{extensions},{GUARD_EXTENSION}"
+    conf: dict[str, str] = {"spark.sql.extensions": extensions, HOME_CONF: str(root)}
+    if driver_jars:
+        conf["spark.driver.extraClassPath"] = os.pathsep.join(driver_jars)
+    jars = list(driver_jars)
     if kafka:
         from tables.connectors import fetch_spark_kafka_jars
 
-        conf["spark.jars"] = ",".join(str(jar) for jar in fetch_spark_kafka_jars())
-    return _build_embedded(_resolve_home(home), app_name, conf)
+        jars.extend(str(jar) for jar in fetch_spark_kafka_jars())
+    if jars:
+        conf["spark.jars"] = ",".join(jars)
+    conf.update(extra_conf or {})
+    return _build_embedded(root, app_name, chosen, conf)
+
+
+def _guard_jar() -> Path | None:
+    """The read-only guard's JAR, or None where it cannot be built (no javac): `sql` says so."""
+    try:
+        return guard_jar()
+    except SessionError:
+        return None
+
+
+def delta_conf() -> dict[str, str]:
+    """The two settings that make a session speak Delta: its SQL extension and its catalog."""
+    return {
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    }
 
 
 def _resolve_home(home: Path | str | None) -> Path:
@@ -139,7 +196,9 @@ def _resolve_home(home: Path | str | None) -> Path:
     return chosen.expanduser().resolve()
 
 
-def _build_embedded(home: Path, app_name: str, extra_conf: Mapping[str, str]) -> SparkSession:
+def _build_embedded(
+    home: Path, app_name: str, catalog: CatalogSpec, extra_conf: Mapping[str, str]
+) -> SparkSession:
     if not java_available():
         raise SessionError(
             "Java not found: install a JDK 17 and put `java` on PATH or set JAVA_HOME"
@@ -152,25 +211,19 @@ def _build_embedded(home: Path, app_name: str, extra_conf: Mapping[str, str]) ->
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("SPARK_LOCAL_HOSTNAME", "localhost")
     home.mkdir(parents=True, exist_ok=True)
-    java_options = f"-Dlog4j.configurationFile={_LOG4J_CONFIG} -Dderby.system.home={home}"
+    java_options = f"-Dlog4j.configurationFile={_LOG4J_CONFIG}"
     master = os.environ.get("LAKEHOUSE_SPARK_MASTER", "local[*]")
     sizing = embedded_sizing(local_cores(master, os.cpu_count()))
-    builder = (
-        SparkSession.builder.appName(app_name)
-        .master(master)
-        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
-        .config(
-            "spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"
-        )
-        .config("spark.sql.warehouse.dir", str(home / "warehouse"))
-        .config(
-            "javax.jdo.option.ConnectionURL",
-            f"jdbc:derby:;databaseName={home / 'metastore_db'};create=true",
-        )
-        .config("spark.driver.extraJavaOptions", java_options)
-        .enableHiveSupport()
-    )
-    for key, value in {**EMBEDDED_DEFAULTS, **sizing, **extra_conf}.items():
+    builder = SparkSession.builder.appName(app_name).master(master)
+    settings = {
+        **delta_conf(),
+        **catalog.session_conf(home),
+        "spark.driver.extraJavaOptions": java_options,
+        **EMBEDDED_DEFAULTS,
+        **sizing,
+        **extra_conf,
+    }
+    for key, value in settings.items():
         builder = builder.config(key, value)
     log_path = home / "logs" / "spark-driver.log"
     try:
@@ -182,8 +235,10 @@ def _build_embedded(home: Path, app_name: str, extra_conf: Mapping[str, str]) ->
             "Central and are not in the local Ivy cache (run `make setup` where Maven Central "
             f"is reachable) or the JVM failed to start; see {log_path}"
         ) from exc
-    _assert_metastore_usable(spark, home)
-    return spark
+    from tables.connectors import remember_delta_jars
+
+    remember_delta_jars(spark.sparkContext.getConf().get("spark.jars", ""))
+    return _checked(spark, catalog)
 
 
 @contextmanager
@@ -209,17 +264,19 @@ def _output_to(log_path: Path) -> Iterator[None]:
             os.close(saved[1])
 
 
-def _assert_metastore_usable(spark: SparkSession, home: Path) -> None:
-    """Open the metastore now so a locked Derby database fails here with one clear line."""
+def _checked(spark: SparkSession, catalog: CatalogSpec) -> SparkSession:
+    """Open a metastore catalog now, so an unreachable metastore fails here in one line."""
+    if catalog.kind == "warehouse":
+        return spark
     try:
         spark.sql("SHOW DATABASES").collect()
     except Exception as exc:
         spark.stop()
         raise SessionError(
-            f"the embedded metastore at {home / 'metastore_db'} is in use by another process "
-            "(embedded Derby allows one at a time): stop that process, use another "
-            "LAKEHOUSE_HOME, or configure a shared Hive metastore"
+            f"the Hive metastore at {catalog.url} cannot be reached or opened "
+            f"({first_line(exc)[:200]}); check [lakehouse.catalog] in the config"
         ) from exc
+    return spark
 
 
 def _warm() -> None:
@@ -234,7 +291,16 @@ def _warm() -> None:
     print("Delta JARs resolved and cached; Kafka connector JARs fetched with Maven and cached")
 
 
+def _resolve() -> None:
+    """Start and stop one session so its resolved Delta JARs are remembered (`lakehouse serve`)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="lakehouse-resolve-") as home:
+        get_spark(home, app_name="lakehouse-resolve").stop()
+
+
 if __name__ == "__main__":
-    if sys.argv[1:] != ["--warm"]:
-        sys.exit("usage: python -m tables.session --warm")
-    _warm()
+    commands = {"--warm": _warm, "--resolve": _resolve}
+    if len(sys.argv) != 2 or sys.argv[1] not in commands:
+        sys.exit("usage: python -m tables.session --warm | --resolve")
+    commands[sys.argv[1]]()

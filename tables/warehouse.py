@@ -1,0 +1,111 @@
+"""The embedded catalog: a table is its warehouse directory, registered by name in each session.
+
+Any number of processes share one lakehouse home. None of them holds a metastore lock: each
+session keeps an in-memory catalog, and a name it does not know yet is looked up in the
+warehouse directory (`<warehouse>/<table>` or `<warehouse>/<db>.db/<table>`, Spark's own managed
+layout) and registered there as an external Delta table. Delta's log is what makes concurrent
+writers safe; the catalog only maps names to locations, and every process derives the same map
+from the same directories. docs/DESIGN.md says why this and not a Derby server or a metastore.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import unquote, urlparse
+
+from tables.identifiers import is_table_name, quote_identifier, sql_string_literal
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+CATALOG_IMPLEMENTATION_CONF = "spark.sql.catalogImplementation"
+WAREHOUSE_CONF = "spark.sql.warehouse.dir"
+DEFAULT_DATABASE = "default"
+
+
+def is_warehouse_catalog(spark: SparkSession) -> bool:
+    """True when the session's catalog is in memory, so the warehouse directory is the catalog."""
+    return spark.conf.get(CATALOG_IMPLEMENTATION_CONF, "in-memory") == "in-memory"
+
+
+def warehouse_dir(spark: SparkSession) -> str:
+    """The session's warehouse location, as Spark holds it (a URI or a path)."""
+    return str(spark.conf.get(WAREHOUSE_CONF)).rstrip("/")
+
+
+def table_location(warehouse: str, name: str) -> str:
+    """Where a table of that name lives under the warehouse: Spark's managed-table layout."""
+    if "." in name:
+        database, table = name.split(".", 1)
+        if database.lower() != DEFAULT_DATABASE:
+            return f"{warehouse}/{database.lower()}.db/{table.lower()}"
+        name = table
+    return f"{warehouse}/{name.lower()}"
+
+
+def local_path(location: str) -> Path | None:
+    """The local directory of a `file:` URI or a plain path; None for any other store."""
+    parsed = urlparse(location)
+    if parsed.scheme in ("", "file"):
+        return Path(unquote(parsed.path))
+    return None
+
+
+def candidate_tables(warehouse: Path) -> list[str]:
+    """Names of the directories under a local warehouse that hold a Delta log, sorted.
+
+    `<warehouse>/<name>` is a table of the default database, `<warehouse>/<db>.db/<name>` one
+    of database `db`. Directories whose names are not plain identifiers are left out.
+    """
+    if not warehouse.is_dir():
+        return []
+    found: list[str] = []
+    for entry in warehouse.iterdir():
+        if not entry.is_dir():
+            continue
+        if entry.name.endswith(".db"):
+            database = entry.name[: -len(".db")]
+            found.extend(
+                f"{database}.{child.name}"
+                for child in entry.iterdir()
+                if (child / "_delta_log").is_dir()
+            )
+        elif (entry / "_delta_log").is_dir():
+            found.append(entry.name)
+    return sorted(name for name in found if is_table_name(name))
+
+
+def register(spark: SparkSession, name: str) -> bool:
+    """Register `name` from its warehouse directory if Delta finds a table there; True if so.
+
+    A directory whose log has no commit yet (a creator racing this call) is not a table yet.
+    """
+    from delta.tables import DeltaTable
+
+    location = table_location(warehouse_dir(spark), name)
+    if not DeltaTable.isDeltaTable(spark, location):
+        return False
+    if "." in name:
+        database = name.split(".", 1)[0]
+        if database.lower() != DEFAULT_DATABASE:
+            spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(database)}")
+    spark.sql(
+        f"CREATE TABLE IF NOT EXISTS {quote_identifier(name)} USING delta "
+        f"LOCATION {sql_string_literal(location)}"
+    )
+    return True
+
+
+def register_all(spark: SparkSession) -> list[str]:
+    """Register every table of a local warehouse that the session does not know yet."""
+    if not is_warehouse_catalog(spark):
+        return []
+    root = local_path(warehouse_dir(spark))
+    if root is None:
+        return []
+    added = []
+    for name in candidate_tables(root):
+        if not spark.catalog.tableExists(name) and register(spark, name):
+            added.append(name)
+    return added
