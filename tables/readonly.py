@@ -90,7 +90,9 @@ def trust_this_thread(spark: SparkSession) -> None:
     thread to one JVM thread, which is what the guard trusts. A JVM call, owned here with the
     guard it talks to.
     """
-    spark._jvm.lakehouse.ReadOnlyGuard.trustThisThread()
+    from tables.session import jvm_of
+
+    jvm_of(spark).lakehouse.ReadOnlyGuard.trustThisThread()
 
 
 def refusal(exc: BaseException) -> str | None:
