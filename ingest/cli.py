@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ingest import cli_admin, cli_serve
+from ingest import cli_admin, cli_deploy
 from ingest.cli_common import (
     EXIT_TERMINAL,
     ConfigOption,
@@ -287,7 +287,10 @@ def sql(
     config: ConfigOption = None,
 ) -> None:
     """Run a SQL statement against the lakehouse catalog and print its result."""
+    from tables.warehouse import register_all
+
     spark = spark_for(load_config(config, required=False))
+    register_all(spark)
     try:
         frame = spark.sql(query)
         names = frame.columns
@@ -305,7 +308,8 @@ for command in (
     cli_admin.optimize,
     cli_admin.apps,
     cli_admin.reset_app,
-    cli_serve.serve,
+    cli_deploy.serve,
+    cli_deploy.job_script,
 ):
     app.command(name=command.__name__.replace("_", "-"))(command)
 

@@ -96,15 +96,19 @@ def trust_this_thread(spark: SparkSession) -> None:
 
 
 def refusal(exc: BaseException) -> str | None:
-    """The guard's one-line refusal inside a Spark error, if that is what the error is."""
-    text = str(exc)
-    java = getattr(exc, "java_exception", None)
-    if java is not None:
-        text = f"{text}\n{java}"
-    start = text.find(REFUSAL_PREFIX)
-    if start < 0:
-        return None
-    return text[start + len(REFUSAL_PREFIX) :].splitlines()[0].strip()
+    """The guard's one-line refusal inside a Spark error or its JVM causes, if it is there."""
+    texts = [str(exc)]
+    java = getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)
+    for _ in range(8):
+        if java is None:
+            break
+        texts.append(str(java.toString()))
+        java = java.getCause()
+    for text in texts:
+        start = text.find(REFUSAL_PREFIX)
+        if start >= 0:
+            return text[start + len(REFUSAL_PREFIX) :].splitlines()[0].strip()
+    return None
 
 
 def assert_guarded(spark: SparkSession) -> None:

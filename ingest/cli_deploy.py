@@ -1,4 +1,4 @@
-"""`lakehouse serve`: the long-running SQL endpoint beside ingestion, for analysts and BI tools."""
+"""Commands that put the lakehouse in front of its users: `serve` (JDBC) and `job-script`."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import typer
 
 from ingest.cli_common import ConfigOption, emit, err, handle_errors
 from ingest.config import load_config
+from ingest.job import submit_command
 from ingest.serve import DEFAULT_HOST, DEFAULT_PORT, ServeOptions, delta_driver_jars, run_server
 from tables.errors import ConfigError
 
@@ -83,3 +84,23 @@ def serve(
     finally:
         spark.stop()
     emit(f"stopped serving {options.url}")
+
+
+@handle_errors
+def job_script(
+    master: Annotated[
+        str, typer.Option(help="The cluster's master URL, e.g. spark://HOST:7077 or yarn.")
+    ] = "spark://127.0.0.1:7077",
+    arguments: Annotated[
+        list[str] | None,
+        typer.Argument(help="The lakehouse command the job runs, e.g. ingest events -c FILE."),
+    ] = None,
+) -> None:
+    """Print a spark-submit command line that runs a lakehouse command as a scheduled job.
+
+    The job script ships in the package; it builds the submitted driver's session with the
+    config's home, catalog and warehouse, so each run finds the tables of the run before.
+    """
+    import shlex
+
+    emit(shlex.join(submit_command(master, arguments or ["ingest", "-c", "lakehouse.toml"])))

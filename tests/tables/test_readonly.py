@@ -1,0 +1,114 @@
+"""The read-only guard: Spark's analysed plan decides what `lakehouse sql` and `serve` run."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.sql import SparkSession
+
+from tables.catalog import create_table
+from tables.readonly import read_only_session, refusal
+from tables.spec import parse_struct
+
+READING = [
+    "SELECT * FROM ro_events",
+    "SELECT count(*) FROM ro_events WHERE id IN (SELECT id FROM ro_events)",
+    "WITH x AS (SELECT id FROM ro_events) SELECT * FROM x",
+    "SELECT * FROM ro_events VERSION AS OF 0",
+    "SELECT * FROM range(3)",
+    "SHOW TABLES",
+    "SHOW DATABASES",
+    "SHOW COLUMNS IN ro_events",
+    "SHOW TBLPROPERTIES ro_events",
+    "SHOW FUNCTIONS",
+    "SHOW VIEWS",
+    "SHOW CATALOGS",
+    "DESCRIBE ro_events",
+    "DESCRIBE EXTENDED ro_events",
+    "DESCRIBE DETAIL ro_events",
+    "DESCRIBE HISTORY ro_events",
+    "DESCRIBE FUNCTION abs",
+    "DESCRIBE QUERY SELECT 1",
+    "EXPLAIN SELECT * FROM ro_events",
+    "EXPLAIN INSERT INTO ro_events VALUES (1)",
+    "USE default",
+]
+REFUSED = {
+    "INSERT INTO ro_events VALUES (1)": "AppendData",
+    "INSERT OVERWRITE ro_events SELECT 1": "OverwriteByExpression",
+    "DELETE FROM ro_events WHERE id = 1": "DeleteCommand",
+    "UPDATE ro_events SET id = 2": "UpdateCommand",
+    "MERGE INTO ro_events t USING ro_events s ON t.id = s.id WHEN MATCHED THEN DELETE": "Merge",
+    "TRUNCATE TABLE ro_events": "Truncate",
+    "DROP TABLE ro_events": "DropTable",
+    "CREATE TABLE ro_other (a INT) USING delta": "CreateTable",
+    "ALTER TABLE ro_events SET TBLPROPERTIES ('a' = 'b')": "SetTableProperties",
+    "OPTIMIZE ro_events": "OptimizeTableCommand",
+    "VACUUM ro_events": "VacuumTableCommand",
+    "SET spark.databricks.delta.retentionDurationCheck.enabled = false": "SetCommand",
+    "SET": "SetCommand",
+    "RESET": "ResetCommand",
+    "ADD JAR /tmp/x.jar": "AddJarsCommand",
+    "ADD FILE /etc/passwd": "AddFilesCommand",
+    "CREATE FUNCTION f AS 'x.Y' USING JAR '/tmp/x.jar'": "CreateFunctionCommand",
+    "CREATE TEMPORARY VIEW v AS SELECT 1": "CreateViewCommand",
+    "CACHE TABLE ro_events": "CacheTable",
+    "CLEAR CACHE": "ClearCacheCommand",
+    "REFRESH TABLE ro_events": "RefreshTable",
+    "ANALYZE TABLE ro_events COMPUTE STATISTICS": "AnalyzeTable",
+    "SELECT reflect('java.lang.System', 'getenv', 'HOME')": "reflect",
+    "SELECT java_method('java.lang.System', 'getenv', 'HOME')": "java_method",
+    "SELECT try_reflect('java.lang.System', 'getenv', 'HOME')": "reflect",
+    "SELECT * FROM ro_events WHERE id = length(reflect('java.lang.System', 'getenv', 'X'))": (
+        "reflect"
+    ),
+    "SELECT * FROM text.`/etc/passwd`": "outside the lakehouse home",
+    "SELECT * FROM csv.`/etc/passwd`": "outside the lakehouse home",
+    "SELECT * FROM ro_events WHERE id IN (SELECT length(value) FROM text.`/etc/hosts`)": (
+        "outside the lakehouse home"
+    ),
+    "INSERT OVERWRITE DIRECTORY '/tmp/out' USING parquet SELECT 1": "InsertIntoDataSourceDir",
+    "WITH x AS (SELECT 1 AS id) INSERT INTO ro_events SELECT * FROM x": "AppendData",
+}
+
+
+@pytest.fixture(scope="module")
+def reader(spark: SparkSession) -> SparkSession:
+    create_table(spark, "ro_events", parse_struct("id INT"))
+    spark.sql("INSERT INTO ro_events VALUES (1), (2)")
+    return read_only_session(spark)
+
+
+@pytest.mark.parametrize("statement", READING)
+def test_reading_statements_run(reader: SparkSession, statement: str) -> None:
+    reader.sql(statement).limit(5).collect()
+
+
+@pytest.mark.parametrize(("statement", "named"), sorted(REFUSED.items()))
+def test_other_statements_are_refused_before_they_run(
+    spark: SparkSession, reader: SparkSession, statement: str, named: str
+) -> None:
+    with pytest.raises(Exception) as caught:  # noqa: PT011 - any Spark error type; text checked
+        reader.sql(statement).collect()
+    reason = refusal(caught.value)
+    assert reason is not None, str(caught.value)[:300]
+    assert named.lower() in reason.lower()
+    assert "\n" not in reason
+    assert spark.table("ro_events").count() == 2
+
+
+def test_a_delta_table_by_path_outside_the_home_is_refused(
+    spark: SparkSession, reader: SparkSession, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    outside = tmp_path_factory.mktemp("outside-home") / "table"
+    spark.range(2).write.format("delta").save(str(outside))
+    with pytest.raises(Exception) as caught:  # noqa: PT011 - any Spark error type; text checked
+        reader.sql(f"SELECT * FROM delta.`{outside}`").collect()
+    assert "outside the lakehouse home" in (refusal(caught.value) or "")
+    inside = spark.sql("DESCRIBE DETAIL ro_events").collect()[0]["location"]
+    assert reader.sql(f"SELECT * FROM delta.`{inside}`").count() == 2
+
+
+def test_the_session_it_came_from_still_writes(spark: SparkSession, reader: SparkSession) -> None:
+    spark.sql("CREATE TABLE IF NOT EXISTS ro_scratch (a INT) USING delta")
+    spark.sql("INSERT INTO ro_scratch VALUES (1)")
+    assert reader.table("ro_scratch").count() == 1
