@@ -95,7 +95,7 @@ def is_pipeline_name(name: str) -> bool:
 
 def is_option_name(name: str) -> bool:
     """Return True for a reader option, Kafka client setting or table property key."""
-    return _is(_OPTION_NAME, name, 255)
+    return _is(_OPTION_NAME, name)
 
 
 def validate_table_name(name: str) -> str:
