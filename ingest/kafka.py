@@ -155,12 +155,12 @@ class KafkaSource:
             if bare != key:
                 raise ConfigError(
                     f"Kafka option {shorten(key)}: leave out the 'kafka.' prefix",
-                    key=f"options.{key}",
+                    key=("options", key),
                 )
             if bare in _RESERVED_OPTIONS:
                 raise ConfigError(
                     f"Kafka option {shorten(key)} is set by the source itself",
-                    key=f"options.{key}",
+                    key=("options", key),
                 )
         if self.max_offsets_per_trigger is not None and self.max_offsets_per_trigger < 1:
             raise ConfigError(

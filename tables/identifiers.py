@@ -39,7 +39,8 @@ def shorten(value: object, limit: int = SHORTEN_AT) -> str:
     `… (10000 characters)`.
     """
     if not isinstance(value, str):
-        return f"{type(value).__name__} {shorten(repr(value), limit)}"
+        text = repr(value)
+        return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
     if len(value) <= limit:
         return repr(value)
     return f"{value[:limit]!r}… ({len(value)} characters)"

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ingest.config.where import Where
+from ingest.kafka import METADATA_COLUMNS, KafkaSource
 from ingest.sources import FileSource
 from ingest.triggers import parse_trigger
 from tables.errors import ConfigError
@@ -36,6 +37,11 @@ def check_config(config: LakehouseConfig, root: Where) -> None:
     _check_names(config, root)
     _check_app_ids(config, root)
     _check_locations(config, root)
+    _check_kafka_schemas(config, root)
+    home = config.home
+    if home.exists() and not home.is_dir():
+        where = root / "lakehouse" / "home" if config.path is not None else Where("$LAKEHOUSE_HOME")
+        raise where.error(f"lakehouse home {home} is a file, not a directory")
 
 
 def _check_names(config: LakehouseConfig, root: Where) -> None:
@@ -124,6 +130,21 @@ def _check_sources(
                 f"{pipeline.table}: under two app ids every file would land twice"
             )
         landed.setdefault(key, name)
+
+
+def _check_kafka_schemas(config: LakehouseConfig, root: Where) -> None:
+    """A `raw` Kafka source lands key and value as they are: its table holds just those (plus
+    Kafka coordinate columns); the types are checked by Spark when the stream starts."""
+    for name, pipeline in config.pipelines.items():
+        source = pipeline.source
+        if not isinstance(source, KafkaSource) or source.value_format != "raw":
+            continue
+        columns = set(config.tables[pipeline.table].column_names) - set(METADATA_COLUMNS)
+        if columns != {"key", "value"}:
+            raise (root / "pipelines" / name / "source" / "value_format").error(
+                f"a 'raw' Kafka source needs table {pipeline.table} to have the columns key "
+                f"and value (STRING) and Kafka coordinate columns only, not {sorted(columns)}"
+            )
 
 
 def assert_pipeline_ready(pipeline: PipelineSpec, trigger: str | None = None) -> None:
