@@ -227,7 +227,10 @@ def _check_starting_offsets(text: str) -> None:
         parsed = None
     valid = isinstance(parsed, dict) and all(
         isinstance(partitions, dict)
-        and all(isinstance(offset, int) and offset >= -2 for offset in partitions.values())
+        and all(
+            isinstance(offset, int) and not isinstance(offset, bool) and offset >= -2
+            for offset in partitions.values()
+        )
         for partitions in parsed.values()
     )
     if not valid:

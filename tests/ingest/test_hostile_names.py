@@ -323,3 +323,39 @@ def test_a_refused_10000_character_name_is_echoed_short(project: Path) -> None:
 
 def test_config_error_type_is_the_project_one() -> None:
     assert issubclass(ConfigFileError, ConfigError)
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (
+            [
+                *("reset-app", "events", "--app-id", "events-landing\n"),
+                *("--to-batch", "3", "--force", "--yes"),
+            ],
+            "error: invalid app id 'events-landing\\n': ",
+        ),
+        (["optimize", "events\n"], "error: invalid table name 'events\\n': "),
+        (["history", "events", "--app-id", "events-landing\n"], "error: invalid app id "),
+        (["ingest", "landing\n"], "error: invalid pipeline name 'landing\\n': "),
+    ],
+    ids=["reset-app", "optimize", "history", "ingest"],
+)
+def test_a_trailing_newline_is_refused_before_spark(
+    project: Path, no_spark: list[Any], argv: list[str], line: str
+) -> None:
+    result = runner.invoke(app, argv)
+    assert _assert_refused(result, argv[0]).startswith(line)
+    assert no_spark == []
+
+
+def test_a_table_name_with_a_newline_in_the_config_is_refused_before_any_table_exists(
+    project: Path, no_spark: list[Any]
+) -> None:
+    config = project / "project" / "lakehouse.toml"
+    config.write_text(CONFIG + '[tables."t\\n"]\nschema = "a STRING"\nkeys = ["a"]\n')
+    result = runner.invoke(app, ["ingest"])
+    line = _assert_refused(result, "ingest")
+    assert line.startswith('error: lakehouse.toml: tables."t\\n": invalid table name')
+    assert no_spark == []
+    assert not (project / "home").exists()
