@@ -92,6 +92,8 @@ def load_config(path: Path | None = None, *, required: bool = True) -> Lakehouse
     """Load and validate a config file; without one (and not `required`), return defaults."""
     chosen = path or DEFAULT_CONFIG
     where = Where.of(chosen)
+    if "\x00" in str(chosen):
+        raise ConfigError(f"config file {where.file}: the path holds a NUL character")
     if not chosen.exists():
         if required or path is not None:
             raise ConfigError(
@@ -315,8 +317,11 @@ def location(base: Path, value: str, where: Where) -> str:
         raise where.error(f"location {shorten(value)} holds control characters")
     if _URI.fullmatch(value):
         return value
-    candidate = Path(value).expanduser()
-    return str((candidate if candidate.is_absolute() else base / candidate).resolve())
+    try:
+        candidate = Path(value).expanduser()
+        return str((candidate if candidate.is_absolute() else base / candidate).resolve())
+    except (RuntimeError, OSError) as exc:
+        raise where.error(f"cannot resolve {shorten(value)}: {exc}") from exc
 
 
 def local_path(base: Path, value: str, where: Where) -> str:

@@ -108,6 +108,13 @@ CASES: list[tuple[str, str, str, str]] = [
     ("home-empty", BASE.replace('home = "state"', 'home = ""'), "lakehouse.home", "non-empty"),
     ("home-uri", BASE.replace('"state"', '"s3a://b/h"'), "lakehouse.home", "is a URI"),
     ("home-file", BASE.replace('"state"', '"afile"'), "lakehouse.home", "is a file"),
+    ("home-tilde", BASE.replace('"state"', '"~nouser_x/h"'), "lakehouse.home", "cannot resolve"),
+    (
+        "path-tilde",
+        BASE.replace('path = "landing"', 'path = "~nouser_x/l"'),
+        "pipelines.landing.source.path",
+        "cannot resolve",
+    ),
     (
         "replay-zero",
         BASE.replace("[lakehouse]", '[lakehouse]\nreplay_window = "0 days"'),
