@@ -13,15 +13,12 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
-from tables.ddl import DdlColumn, parse_columns
+from tables.ddl import parse_columns
 from tables.errors import ConfigError, KeyPath, first_line
-from tables.identifiers import (
-    case_collisions,
-    key_path,
-    shorten,
-    validate_column_name,
-    validate_table_name,
-)
+from tables.identifiers import case_collisions, shorten, validate_column_name, validate_table_name
+from tables.spec_rules import RESERVED_PREFIX as RESERVED_PREFIX
+from tables.spec_rules import check_column, check_types, not_in_schema, refusal, spark_type_names
+from tables.spec_rules import parse_interval as parse_interval
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -34,7 +31,6 @@ LINEAGE_DDL = (
     f"{APP_ID_COLUMN} STRING NOT NULL, {BATCH_ID_COLUMN} BIGINT NOT NULL, "
     f"{INGESTED_AT_COLUMN} TIMESTAMP NOT NULL"
 )
-RESERVED_PREFIX = "_lh_"
 
 TXN_RETENTION_PROPERTY = "delta.setTransactionRetentionDuration"
 DEFAULT_REPLAY_WINDOW = timedelta(days=7)
@@ -80,35 +76,6 @@ DEFAULT_PROPERTIES: Mapping[str, str] = {
     "delta.enableChangeDataFeed": "true",
 }
 
-_INTERVAL = re.compile(
-    r"\s*(?:interval\s+)?(\d{1,12})\s+(week|day|hour|minute|second)s?\s*", re.I | re.ASCII
-)
-_UNIT_SECONDS = {"week": 604800, "day": 86400, "hour": 3600, "minute": 60, "second": 1}
-#: Types a time-window dedup column may have.
-_TIME_TYPES = frozenset({"TIMESTAMP", "TIMESTAMP_NTZ", "TIMESTAMP_LTZ", "DATE"})
-#: Types Delta cannot partition by, and types a MERGE cannot match keys on.
-_NESTED_TYPES = frozenset({"ARRAY", "MAP", "STRUCT", "VARIANT"})
-_UNMATCHABLE_TYPES = frozenset({"MAP", "VARIANT"})
-
-
-def parse_interval(text: str, *, positive: bool = False) -> timedelta:
-    """Parse a Delta-style interval such as `interval 7 days` or `36 hours`.
-
-    With `positive`, zero is refused too: a zero replay or dedup window would switch off what
-    it guards (vacuum's floor, the window MERGE) without saying so.
-    """
-    match = _INTERVAL.fullmatch(text) if isinstance(text, str) else None
-    if not match:
-        raise ConfigError(f"invalid interval {shorten(text)} (expected e.g. '7 days')")
-    amount, unit = int(match.group(1)), match.group(2).lower()
-    try:
-        interval = timedelta(seconds=amount * _UNIT_SECONDS[unit])
-    except OverflowError:
-        raise ConfigError(f"interval {shorten(text)} is too long") from None
-    if positive and interval <= timedelta(0):
-        raise ConfigError(f"interval {shorten(text)} must be longer than zero")
-    return interval
-
 
 def parse_struct(ddl: str) -> StructType:
     """Parse a Spark DDL column list (`a STRING NOT NULL, b INT`) into a StructType."""
@@ -118,13 +85,6 @@ def parse_struct(ddl: str) -> StructType:
     if not isinstance(schema, StructType):
         raise ConfigError(f"schema {ddl!r} is a single type, not a list of columns")
     return schema
-
-
-def refusal(owner: str, key: str | KeyPath, reason: str) -> ConfigError:
-    """A ConfigError about `key` of `owner` (`table events`), which the config loader restates
-    with the file and the full key path."""
-    path = (key,) if isinstance(key, str) else key
-    return ConfigError(f"{owner}: {key_path(path)}: {reason}", key=path, reason=reason)
 
 
 def validate_dedup(spec: TableSpec) -> None:
@@ -142,19 +102,9 @@ def validate_dedup(spec: TableSpec) -> None:
     if spec.dedup_column is None or spec.dedup_window is None:
         key = "dedup_column" if spec.dedup_column is None else "dedup_window"
         raise refusal(owner, key, "dedup = 'window' needs dedup_column and dedup_window")
-    _column(owner, "dedup_column", spec.dedup_column)
+    check_column(owner, "dedup_column", spec.dedup_column)
     if spec.dedup_window <= timedelta(0):
         raise refusal(owner, "dedup_window", "must be positive")
-
-
-def _column(owner: str, key: str, name: str) -> None:
-    """Refuse a column name that is not a plain identifier, or uses the reserved prefix."""
-    try:
-        validate_column_name(name)
-    except ConfigError as exc:
-        raise refusal(owner, key, exc.reason) from None
-    if name.lower().startswith(RESERVED_PREFIX):
-        raise refusal(owner, key, f"{shorten(name)} uses the reserved prefix {RESERVED_PREFIX}")
 
 
 def validate_txn_retention(
@@ -273,21 +223,6 @@ def validate_expectation_params(check: str, params: Mapping[str, Any], where: st
             )
 
 
-def spark_type_names() -> frozenset[str]:
-    """The names of pyspark's data type classes (`StringType`, `DoubleType`, ...), pure Python."""
-    from pyspark.sql import types
-
-    return frozenset(
-        name
-        for name, value in vars(types).items()
-        if isinstance(value, type)
-        and issubclass(value, types.DataType)
-        and name.endswith("Type")
-        and not name.startswith("_")
-        and name not in ("DataType", "AtomicType", "NumericType", "IntegralType", "FractionalType")
-    )
-
-
 @dataclass(frozen=True)
 class TableSpec:
     """A declared target table: user schema (Spark DDL), record key, partitioning, properties."""
@@ -316,7 +251,7 @@ class TableSpec:
             raise refusal(owner, "keys", "declare at least one record key column")
         for key, columns in (("keys", self.keys), ("partition_by", self.partition_by)):
             for column in columns:
-                _column(owner, key, column)
+                check_column(owner, key, column)
             for group in case_collisions(columns):
                 raise refusal(owner, key, f"columns repeat: {', '.join(map(shorten, group))}")
         validate_txn_retention(self.properties, self.replay_window, owner)
@@ -349,7 +284,7 @@ class TableSpec:
         except ConfigError as exc:
             raise refusal(owner, "schema", f"cannot read the column list: {exc.reason}") from None
         for column in columns:
-            _column(owner, "schema", column.name)
+            check_column(owner, "schema", column.name)
         for group in case_collisions(c.name for c in columns):
             raise refusal(
                 owner, "schema", f"column declared twice: {', '.join(map(shorten, group))}"
@@ -365,8 +300,8 @@ class TableSpec:
                 named.append((("expectations", index, "column"), expectation.column))
         for key, name in named:
             if name not in by_name:
-                raise refusal(owner, key, _not_in_schema(name, by_name))
-        _check_types(owner, self, by_name)
+                raise refusal(owner, key, not_in_schema(name, by_name))
+        check_types(owner, self, by_name)
 
     @property
     def column_names(self) -> tuple[str, ...]:
@@ -427,32 +362,3 @@ class TableSpec:
 
         lineage = parse_struct(LINEAGE_DDL)
         return StructType([*lineage.fields, *self.data_schema(spark).fields])
-
-
-def _not_in_schema(name: str, columns: Mapping[str, DdlColumn]) -> str:
-    """The reason for a named column the schema lacks, with the close match if case differs."""
-    close = [c for c in columns if c.lower() == name.lower()]
-    hint = f" (did you mean {close[0]!r}? names match exactly)" if close else ""
-    listed = ", ".join(shorten(c, 30) for c in list(columns)[:20])
-    return f"column {shorten(name)} is not in the schema{hint}; the schema has: {listed}"
-
-
-def _check_types(owner: str, spec: TableSpec, columns: Mapping[str, DdlColumn]) -> None:
-    """The type checks that need only a type's leading word: window, partition and key columns."""
-    if spec.dedup_column is not None:
-        kind = columns[spec.dedup_column].base_type
-        if kind not in _TIME_TYPES:
-            raise refusal(
-                owner,
-                "dedup_column",
-                f"{spec.dedup_column} is {kind or 'untyped'}; a window needs a timestamp or "
-                "date column",
-            )
-    for column in spec.partition_by:
-        if columns[column].base_type in _NESTED_TYPES:
-            raise refusal(
-                owner, "partition_by", f"cannot partition by {column}, a nested or variant type"
-            )
-    for column in spec.keys:
-        if columns[column].base_type in _UNMATCHABLE_TYPES:
-            raise refusal(owner, "keys", f"{column} is a map or variant: keys must be comparable")
