@@ -966,3 +966,26 @@ def test_a_type_error_spark_finds_names_the_schema_key(spark: SparkSession, proj
     assert message.startswith("lakehouse.toml: tables.events.schema: cannot parse 'event_id ")
     assert "DUBBLE" in message
     assert "\n" not in message
+
+
+def test_run_pipeline_checks_the_landing_directory_before_creating_the_table(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    from ingest.config import PipelineSpec
+    from ingest.runner import run_pipeline
+    from ingest.sources import FileSource
+    from tables.catalog import table_exists
+    from tables.spec import TableSpec
+
+    spec = TableSpec("refused_before_create", "event_id STRING", ("event_id",))
+    pipeline = PipelineSpec(
+        name="gone",
+        table=spec.name,
+        app_id="gone",
+        source=FileSource(str(tmp_path / "gone"), "json"),
+        trigger="available-now",
+        checkpoint=str(tmp_path / "checkpoint"),
+    )
+    with pytest.raises(ConfigFileError, match=r"^pipeline gone: source\.path: landing directory"):
+        run_pipeline(spark, pipeline, spec)
+    assert not table_exists(spark, spec.name)
