@@ -21,7 +21,7 @@ from ingest.cli_common import (
     handle_errors,
     spark_for,
 )
-from ingest.config import load_config
+from ingest.config import assert_pipeline_ready, load_config
 from ingest.output import OutputFormat, render
 from tables.errors import ConfigError, QueryError, first_line
 
@@ -76,10 +76,14 @@ def ingest(
     ranges the table's ledger records (--resume-from-log), with no gap and no duplicate.
     """
     from ingest.runner import run_pipeline
+    from tables.identifiers import validate_pipeline_name
 
+    if pipeline is not None:
+        validate_pipeline_name(pipeline)
     cfg = load_config(config)
     spec_pipeline = cfg.pipeline(pipeline)
     spec = cfg.table(spec_pipeline.table)
+    assert_pipeline_ready(spec_pipeline, trigger)
     spark = spark_for(cfg)
 
     def show(result: BatchResult) -> None:

@@ -37,6 +37,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from quality.malformed import CORRUPT_COLUMN
 from tables.errors import ConfigError, TerminalError, first_line
+from tables.identifiers import shorten
 from tables.session import jvm_of
 
 if TYPE_CHECKING:
@@ -123,32 +124,48 @@ class KafkaSource:
 
     def __post_init__(self) -> None:
         servers = [s.strip() for s in str(self.bootstrap_servers).split(",")]
-        if not all(_SERVER.match(server) for server in servers):
+        if not all(_SERVER.fullmatch(server) for server in servers):
             raise ConfigError(
-                f"bootstrap_servers {self.bootstrap_servers!r}: use host:port[,host:port...]"
+                f"bootstrap_servers {shorten(self.bootstrap_servers)}: "
+                "use host:port[,host:port...]",
+                key="bootstrap_servers",
             )
         if (self.topic is None) == (self.pattern is None):
-            raise ConfigError("a Kafka source needs exactly one of topic and pattern")
-        if self.topic is not None and not _TOPIC.match(self.topic):
+            raise ConfigError("a Kafka source needs exactly one of topic and pattern", key="topic")
+        if self.topic is not None and not _TOPIC.fullmatch(self.topic):
             raise ConfigError(
-                f"invalid Kafka topic {self.topic!r}: use 1-249 letters, digits, '.', '_', '-'"
+                f"invalid Kafka topic {shorten(self.topic)}: use 1-249 letters, digits, '.', "
+                "'_', '-'",
+                key="topic",
             )
         if self.pattern is not None and not self.pattern.strip():
-            raise ConfigError("the Kafka topic pattern is empty")
+            raise ConfigError("the Kafka topic pattern is empty", key="pattern")
         if self.value_format not in get_args(ValueFormat):
             raise ConfigError(
-                f"unsupported Kafka value format {self.value_format!r}: "
-                f"use one of {get_args(ValueFormat)}"
+                f"unsupported Kafka value format {shorten(self.value_format)}: "
+                f"use one of {get_args(ValueFormat)}",
+                key="value_format",
             )
-        _check_starting_offsets(self.starting_offsets)
+        try:
+            _check_starting_offsets(self.starting_offsets)
+        except ConfigError as exc:
+            raise ConfigError(str(exc), key="starting_offsets") from None
         for key in self.options:
             bare = key.removeprefix("kafka.")
             if bare != key:
-                raise ConfigError(f"Kafka option {key!r}: leave out the 'kafka.' prefix")
+                raise ConfigError(
+                    f"Kafka option {shorten(key)}: leave out the 'kafka.' prefix",
+                    key=("options", key),
+                )
             if bare in _RESERVED_OPTIONS:
-                raise ConfigError(f"Kafka option {key!r} is set by the source itself")
+                raise ConfigError(
+                    f"Kafka option {shorten(key)} is set by the source itself",
+                    key=("options", key),
+                )
         if self.max_offsets_per_trigger is not None and self.max_offsets_per_trigger < 1:
-            raise ConfigError("max_offsets_per_trigger must be at least 1")
+            raise ConfigError(
+                "max_offsets_per_trigger must be at least 1", key="max_offsets_per_trigger"
+            )
 
     def __repr__(self) -> str:
         return (
@@ -210,7 +227,10 @@ def _check_starting_offsets(text: str) -> None:
         parsed = None
     valid = isinstance(parsed, dict) and all(
         isinstance(partitions, dict)
-        and all(isinstance(offset, int) and offset >= -2 for offset in partitions.values())
+        and all(
+            isinstance(offset, int) and not isinstance(offset, bool) and offset >= -2
+            for offset in partitions.values()
+        )
         for partitions in parsed.values()
     )
     if not valid:

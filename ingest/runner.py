@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark import StorageLevel
 
 from ingest.commit import BatchResult, commit_batch
+from ingest.config.checks import assert_pipeline_ready
 from ingest.decisions import is_checkpoint_lost
 from ingest.kafka import KAFKA_COLUMNS, KafkaSource, offset_ranges, read_kafka_stream
 from ingest.resume import read_batch_base, resume_point, write_batch_base
@@ -173,6 +174,7 @@ def run_pipeline(
     Kafka pipeline whose checkpoint is empty starts after the offsets its ledger records instead
     of stopping with CheckpointLostError.
     """
+    assert_pipeline_ready(pipeline, trigger)
     trigger_args = parse_trigger(trigger or pipeline.trigger)
     source = pipeline.source
     if isinstance(source, FileSource) and not _path_exists(spark, source.path):

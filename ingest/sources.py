@@ -16,6 +16,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from quality.malformed import CORRUPT_COLUMN, SOURCE_FILE_COLUMN
 from tables.errors import ConfigError
+from tables.identifiers import shorten
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -40,10 +41,14 @@ class FileSource:
     def __post_init__(self) -> None:
         if self.format not in get_args(FileFormat):
             raise ConfigError(
-                f"unsupported file format {self.format!r}: use one of {get_args(FileFormat)}"
+                f"unsupported file format {shorten(self.format)}: "
+                f"use one of {get_args(FileFormat)}",
+                key="format",
             )
         if self.max_files_per_trigger is not None and self.max_files_per_trigger < 1:
-            raise ConfigError("max_files_per_trigger must be at least 1")
+            raise ConfigError(
+                "max_files_per_trigger must be at least 1", key="max_files_per_trigger"
+            )
 
     def describe(self) -> dict[str, Any]:
         """The source record stored in each batch's ledger entry (with the batch's files)."""

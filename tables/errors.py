@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import ClassVar, Literal
 
 ErrorKind = Literal["terminal", "transient"]
+#: A key inside a config document: `("tables", "events", "expectations", 0, "column")`.
+KeyPath = tuple[str | int, ...]
 
 
 class LakehouseError(Exception):
@@ -31,7 +33,24 @@ class TransientError(LakehouseError):
 
 
 class ConfigError(TerminalError, ValueError):
-    """The configuration file or an argument is invalid."""
+    """The configuration file or an argument is invalid.
+
+    `key` names the setting at fault relative to the object that refused it (`dedup_window` of
+    a table spec, `options.mode` of a source) and `reason` is the message without its owner, so
+    the config loader can restate it with the file and the full key path:
+    `lakehouse.toml: tables.events.dedup_window: must be positive`.
+    """
+
+    def __init__(
+        self, message: str, *, key: str | KeyPath | None = None, reason: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.key: KeyPath | None = (key,) if isinstance(key, str) else key
+        self.reason = message if reason is None else reason
+
+
+class ConfigFileError(ConfigError):
+    """A config error already located: its message starts with the file and the key path."""
 
 
 class InvalidIdentifierError(ConfigError):

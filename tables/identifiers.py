@@ -1,61 +1,160 @@
-"""Validation and quoting of names that end up in SQL or in Delta's transaction markers.
+"""Validation and quoting of names that end up in SQL, in Delta's transaction markers or in paths.
 
 Names come from config files and the command line. None of them reaches SQL as raw text: a name
-is checked against a plain-identifier pattern at the entry and then quoted with backticks.
+is checked against a plain ASCII pattern at the entry and then quoted with backticks. Every check
+here is a full match (`re.fullmatch`): a pattern ending in `$` would also accept a name followed
+by one newline (`'events\\n'`), which then reached Delta as a distinct app id. This module is the
+one place where the patterns live; the CLI and the config loader both call it.
+
+A refused value is echoed in the message through `shorten`: escaped (control and invisible
+characters show as `\\n`, `\\u200b`) and cut after 60 characters, so a hostile 10,000-character
+argument gives a one-line error, not a screenful.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
-from tables.errors import InvalidIdentifierError
+from tables.errors import InvalidIdentifierError, KeyPath
 
-_PART = r"[A-Za-z_][A-Za-z0-9_]{0,127}"
-_TABLE_NAME = re.compile(rf"^{_PART}(\.{_PART})?$")
-_COLUMN_NAME = re.compile(rf"^{_PART}$")
-_APP_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+MAX_NAME_LENGTH = 128
+SHORTEN_AT = 60
+
+_PART = rf"[A-Za-z_][A-Za-z0-9_]{{0,{MAX_NAME_LENGTH - 1}}}"
+_TABLE_NAME = re.compile(rf"{_PART}(?:\.{_PART})?")
+_COLUMN_NAME = re.compile(_PART)
+#: App ids and pipeline names: letters, digits, `_`, `-`, and dots between non-empty parts.
+#: They name checkpoint directories, so a leading dot or `..` is refused.
+_APP_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]+)*")
+#: Reader, Kafka client and table property keys: `header`, `security.protocol`, `delta.x-y`.
+_OPTION_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]+)*")
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def shorten(value: object, limit: int = SHORTEN_AT) -> str:
+    """A refused value as it goes into a one-line message: repr-escaped, cut after `limit`.
+
+    `'events\\n'` stays whole; a 10,000-character name becomes its first 60 characters and
+    `… (10000 characters)`.
+    """
+    if not isinstance(value, str):
+        text = repr(value)
+        return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
+    if len(value) <= limit:
+        return repr(value)
+    return f"{value[:limit]!r}… ({len(value)} characters)"
+
+
+def key_path(keys: KeyPath) -> str:
+    """A key path as TOML writes it: `tables.events.expectations[0].column`.
+
+    Keys that are not bare TOML keys are quoted and escaped (`tables."t\\n"`) and long ones are
+    cut, so a path always fits on one line.
+    """
+    text = ""
+    for key in keys:
+        if isinstance(key, int):
+            text += f"[{key}]"
+            continue
+        part = key if _BARE_KEY.fullmatch(key) and len(key) <= SHORTEN_AT else _quoted(key)
+        text += f".{part}" if text else part
+    return text
+
+
+def _quoted(key: str) -> str:
+    escaped = shorten(key)
+    if escaped.startswith("'") and '"' not in key:
+        body, tail = escaped[1:].split("'", 1) if "…" in escaped else (escaped[1:-1], "")
+        return f'"{body}"{tail}'
+    return escaped
+
+
+def _is(pattern: re.Pattern[str], value: object, limit: int = MAX_NAME_LENGTH) -> bool:
+    return isinstance(value, str) and len(value) <= limit and bool(pattern.fullmatch(value))
 
 
 def is_table_name(name: str) -> bool:
     """Return True for `table` or `db.table` made of plain identifiers."""
-    return bool(_TABLE_NAME.match(name))
+    return _is(_TABLE_NAME, name, 2 * MAX_NAME_LENGTH + 1)
 
 
 def is_column_name(name: str) -> bool:
     """Return True for a plain column identifier."""
-    return bool(_COLUMN_NAME.match(name))
+    return _is(_COLUMN_NAME, name)
 
 
 def is_app_id(app_id: str) -> bool:
-    """Return True for an app id usable as a Delta txnAppId (letters, digits, `._-`)."""
-    return bool(_APP_ID.match(app_id))
+    """Return True for an app id usable as a Delta txnAppId and a checkpoint directory name."""
+    return _is(_APP_ID, app_id)
+
+
+def is_pipeline_name(name: str) -> bool:
+    """Return True for a pipeline name: the same shape as an app id, which it defaults to."""
+    return _is(_APP_ID, name)
+
+
+def is_option_name(name: str) -> bool:
+    """Return True for a reader option, Kafka client setting or table property key."""
+    return _is(_OPTION_NAME, name)
 
 
 def validate_table_name(name: str) -> str:
     """Return `name` if it is a valid table name, else raise InvalidIdentifierError."""
-    if not isinstance(name, str) or not is_table_name(name):
+    if not is_table_name(name):
         raise InvalidIdentifierError(
-            f"invalid table name {name!r}: use letters, digits and _ (optionally db.table)"
+            f"invalid table name {shorten(name)}: use letters, digits and _, not starting with "
+            "a digit (optionally db.table)"
         )
     return name
 
 
 def validate_column_name(name: str) -> str:
     """Return `name` if it is a valid column name, else raise InvalidIdentifierError."""
-    if not isinstance(name, str) or not is_column_name(name):
+    if not is_column_name(name):
         raise InvalidIdentifierError(
-            f"invalid column name {name!r}: use letters, digits and _, not starting with a digit"
+            f"invalid column name {shorten(name)}: use 1-128 letters, digits and _, "
+            "not starting with a digit"
         )
     return name
 
 
 def validate_app_id(app_id: str) -> str:
     """Return `app_id` if valid, else raise InvalidIdentifierError."""
-    if not isinstance(app_id, str) or not is_app_id(app_id):
+    if not is_app_id(app_id):
         raise InvalidIdentifierError(
-            f"invalid app id {app_id!r}: use 1-128 letters, digits, '.', '_' or '-'"
+            f"invalid app id {shorten(app_id)}: use 1-128 letters, digits, '_', '-' and '.' "
+            "between them, starting with a letter or digit"
         )
     return app_id
+
+
+def validate_pipeline_name(name: str) -> str:
+    """Return `name` if it is a valid pipeline name, else raise InvalidIdentifierError."""
+    if not is_pipeline_name(name):
+        raise InvalidIdentifierError(
+            f"invalid pipeline name {shorten(name)}: use 1-128 letters, digits, '_', '-' and "
+            "'.' between them, starting with a letter or digit"
+        )
+    return name
+
+
+def validate_option_name(name: str) -> str:
+    """Return `name` if it is a valid option or property key, else raise InvalidIdentifierError."""
+    if not is_option_name(name):
+        raise InvalidIdentifierError(
+            f"invalid option name {shorten(name)}: use letters, digits, '_', '-' and '.' "
+            "between them, starting with a letter"
+        )
+    return name
+
+
+def case_collisions(names: Iterable[str]) -> list[tuple[str, ...]]:
+    """Groups of names that are equal when case is ignored (Spark resolves names that way)."""
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        groups.setdefault(name.lower(), []).append(name)
+    return [tuple(group) for group in groups.values() if len(group) > 1]
 
 
 def quote_identifier(name: str) -> str:

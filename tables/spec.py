@@ -13,8 +13,12 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
-from tables.errors import ConfigError, first_line
-from tables.identifiers import validate_column_name, validate_table_name
+from tables.ddl import parse_columns
+from tables.errors import ConfigError, KeyPath, first_line
+from tables.identifiers import case_collisions, shorten, validate_column_name, validate_table_name
+from tables.spec_rules import RESERVED_PREFIX as RESERVED_PREFIX
+from tables.spec_rules import check_column, check_types, not_in_schema, refusal, spark_type_names
+from tables.spec_rules import parse_interval as parse_interval
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -27,7 +31,6 @@ LINEAGE_DDL = (
     f"{APP_ID_COLUMN} STRING NOT NULL, {BATCH_ID_COLUMN} BIGINT NOT NULL, "
     f"{INGESTED_AT_COLUMN} TIMESTAMP NOT NULL"
 )
-RESERVED_PREFIX = "_lh_"
 
 TXN_RETENTION_PROPERTY = "delta.setTransactionRetentionDuration"
 DEFAULT_REPLAY_WINDOW = timedelta(days=7)
@@ -73,18 +76,6 @@ DEFAULT_PROPERTIES: Mapping[str, str] = {
     "delta.enableChangeDataFeed": "true",
 }
 
-_INTERVAL = re.compile(r"^\s*(?:interval\s+)?(\d+)\s+(week|day|hour|minute|second)s?\s*$", re.I)
-_UNIT_SECONDS = {"week": 604800, "day": 86400, "hour": 3600, "minute": 60, "second": 1}
-
-
-def parse_interval(text: str) -> timedelta:
-    """Parse a Delta-style interval such as `interval 7 days` or `36 hours`."""
-    match = _INTERVAL.match(text)
-    if not match:
-        raise ConfigError(f"invalid interval {text!r}: expected e.g. 'interval 7 days'")
-    amount, unit = int(match.group(1)), match.group(2).lower()
-    return timedelta(seconds=amount * _UNIT_SECONDS[unit])
-
 
 def parse_struct(ddl: str) -> StructType:
     """Parse a Spark DDL column list (`a STRING NOT NULL, b INT`) into a StructType."""
@@ -98,27 +89,27 @@ def parse_struct(ddl: str) -> StructType:
 
 def validate_dedup(spec: TableSpec) -> None:
     """Check the dedup scope: `window` needs a time column and a positive window, others none."""
+    owner = f"table {spec.name}"
     if spec.dedup not in get_args(DedupScope):
-        raise ConfigError(
-            f"table {spec.name}: dedup must be one of {get_args(DedupScope)}, got {spec.dedup!r}"
+        raise refusal(
+            owner, "dedup", f"must be one of {get_args(DedupScope)}, got {shorten(spec.dedup)}"
         )
-    windowed = spec.dedup_column is not None or spec.dedup_window is not None
     if spec.dedup != "window":
-        if windowed:
-            raise ConfigError(
-                f"table {spec.name}: dedup_column and dedup_window apply to dedup = 'window' only"
-            )
+        for key in ("dedup_column", "dedup_window"):
+            if getattr(spec, key) is not None:
+                raise refusal(owner, key, "applies to dedup = 'window' only")
         return
     if spec.dedup_column is None or spec.dedup_window is None:
-        raise ConfigError(
-            f"table {spec.name}: dedup = 'window' needs dedup_column and dedup_window"
-        )
-    validate_column_name(spec.dedup_column)
+        key = "dedup_column" if spec.dedup_column is None else "dedup_window"
+        raise refusal(owner, key, "dedup = 'window' needs dedup_column and dedup_window")
+    check_column(owner, "dedup_column", spec.dedup_column)
     if spec.dedup_window <= timedelta(0):
-        raise ConfigError(f"table {spec.name}: dedup_window must be positive")
+        raise refusal(owner, "dedup_window", "must be positive")
 
 
-def validate_txn_retention(properties: Mapping[str, str], replay_window: timedelta) -> None:
+def validate_txn_retention(
+    properties: Mapping[str, str], replay_window: timedelta, owner: str = "table"
+) -> None:
     """Refuse a transaction-marker retention shorter than the replay window.
 
     Delta drops a SetTransaction marker once it is older than this retention; a batch replayed
@@ -127,10 +118,17 @@ def validate_txn_retention(properties: Mapping[str, str], replay_window: timedel
     value = properties.get(TXN_RETENTION_PROPERTY)
     if value is None:
         return
-    if parse_interval(value) < replay_window:
-        raise ConfigError(
-            f"{TXN_RETENTION_PROPERTY}={value!r} is shorter than the replay window "
-            f"({replay_window}): replayed batches older than it would be written twice"
+    key = ("properties", TXN_RETENTION_PROPERTY)
+    try:
+        retention = parse_interval(value)
+    except ConfigError as exc:
+        raise refusal(owner, key, exc.reason) from None
+    if retention < replay_window:
+        raise refusal(
+            owner,
+            key,
+            f"{TXN_RETENTION_PROPERTY}={shorten(value)} is shorter than the replay window "
+            f"({replay_window}): replayed batches older than it would be written twice",
         )
 
 
@@ -149,24 +147,37 @@ class ExpectationSpec:
     params: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        where = f"table {self.table}: expectation {self.check!r}"
+        owner = f"table {self.table}: expectation"
         if self.check not in _CHECK_PARAMS:
-            raise ConfigError(
-                f"table {self.table}: unknown expectation check {self.check!r}; "
-                f"use one of {sorted(_CHECK_PARAMS)}"
+            raise refusal(
+                owner,
+                "check",
+                f"unknown expectation check {shorten(self.check)}; "
+                f"use one of {sorted(_CHECK_PARAMS)}",
             )
+        owner = f"table {self.table}: expectation {self.check!r}"
         if self.action not in get_args(ExpectationAction):
-            raise ConfigError(
-                f"{where}: action must be one of {get_args(ExpectationAction)}, got {self.action!r}"
+            raise refusal(
+                owner,
+                "action",
+                f"action must be one of {get_args(ExpectationAction)}, got {shorten(self.action)}",
             )
-        validate_column_name(self.column)
+        try:
+            validate_column_name(self.column)
+        except ConfigError as exc:
+            raise refusal(owner, "column", exc.reason) from None
         allowed = _CHECK_PARAMS[self.check]
         unknown = sorted(set(self.params) - allowed)
         if unknown:
-            raise ConfigError(f"{where}: unknown argument(s) {unknown}; allowed: {sorted(allowed)}")
+            raise refusal(
+                owner,
+                str(unknown[0]),
+                f"unknown argument(s) {', '.join(map(shorten, unknown))}; allowed: "
+                f"{', '.join(sorted(allowed)) or 'none'}",
+            )
         if self.check in _SCHEMA_CHECKS and self.action == "quarantine":
-            raise ConfigError(f"{where}: checks a column, not rows, so it cannot quarantine")
-        validate_expectation_params(self.check, self.params, where)
+            raise refusal(owner, "action", "checks a column, not rows, so it cannot quarantine")
+        validate_expectation_params(self.check, self.params, owner)
 
     @property
     def name(self) -> str:
@@ -177,28 +188,39 @@ class ExpectationSpec:
 def validate_expectation_params(check: str, params: Mapping[str, Any], where: str) -> None:
     """Check the arguments a check needs are there and have the right kind."""
     if check == "between":
-        bounds = [params.get("min"), params.get("max")]
-        if all(b is None for b in bounds):
-            raise ConfigError(f"{where}: needs min, max or both")
-        if any(
-            b is not None and (isinstance(b, bool) or not isinstance(b, int | float))
-            for b in bounds
-        ):
-            raise ConfigError(f"{where}: min and max must be numbers")
+        bounds = {key: params.get(key) for key in ("min", "max")}
+        if all(b is None for b in bounds.values()):
+            raise refusal(where, "min", "needs min, max or both")
+        for key, bound in bounds.items():
+            if bound is not None and (
+                isinstance(bound, bool) or not isinstance(bound, int | float)
+            ):
+                raise refusal(where, key, "min and max must be numbers")
+        low, high = bounds["min"], bounds["max"]
+        if low is not None and high is not None and low > high:
+            raise refusal(where, "max", f"max {high} is below min {low}: no value could pass")
     if check == "in_set":
         values = params.get("values")
         if not isinstance(values, list | tuple) or not values:
-            raise ConfigError(f"{where}: values must be a non-empty list")
+            raise refusal(where, "values", "values must be a non-empty list")
+        if any(isinstance(v, list | tuple | Mapping) for v in values):
+            raise refusal(where, "values", "values must be strings, numbers or booleans")
     if check == "regex":
         pattern = params.get("pattern")
         if not isinstance(pattern, str) or not pattern:
-            raise ConfigError(f"{where}: pattern must be a non-empty string")
+            raise refusal(where, "pattern", "pattern must be a non-empty string")
         try:
             re.compile(pattern)
         except re.error as exc:
-            raise ConfigError(f"{where}: invalid pattern {pattern!r}: {exc}") from exc
-    if check == "column_type" and not isinstance(params.get("type"), str):
-        raise ConfigError(f"{where}: type must be a Spark type name such as 'DoubleType'")
+            raise refusal(where, "pattern", f"invalid pattern {shorten(pattern)}: {exc}") from exc
+    if check == "column_type":
+        kind = params.get("type")
+        if not isinstance(kind, str) or kind not in spark_type_names():
+            raise refusal(
+                where,
+                "type",
+                f"type must be a Spark type name such as 'DoubleType', got {shorten(kind)}",
+            )
 
 
 @dataclass(frozen=True)
@@ -217,31 +239,78 @@ class TableSpec:
     expectations: tuple[ExpectationSpec, ...] = ()
     audit_policy: AuditPolicy = "warn"
     unknown_fields: UnknownFields = "rescue"
+    #: Where the spec was declared (`lakehouse.toml: tables.events`), for errors found later.
+    origin: str | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         validate_table_name(self.name)
-        if not self.schema_ddl.strip():
-            raise ConfigError(f"table {self.name}: schema is empty")
+        owner = f"table {self.name}"
+        if self.replay_window <= timedelta(0):
+            raise refusal(owner, "replay_window", "must be longer than zero")
         if not self.keys:
-            raise ConfigError(f"table {self.name}: declare at least one record key column")
-        for column in (*self.keys, *self.partition_by):
-            validate_column_name(column)
-            if column.startswith(RESERVED_PREFIX):
-                raise ConfigError(f"table {self.name}: {column!r} uses the reserved prefix _lh_")
-        if len(set(self.keys)) != len(self.keys):
-            raise ConfigError(f"table {self.name}: record key columns repeat: {self.keys}")
-        validate_txn_retention(self.properties, self.replay_window)
+            raise refusal(owner, "keys", "declare at least one record key column")
+        for key, columns in (("keys", self.keys), ("partition_by", self.partition_by)):
+            for column in columns:
+                check_column(owner, key, column)
+            for group in case_collisions(columns):
+                raise refusal(owner, key, f"columns repeat: {', '.join(map(shorten, group))}")
+        validate_txn_retention(self.properties, self.replay_window, owner)
         validate_dedup(self)
         if self.audit_policy not in get_args(AuditPolicy):
-            raise ConfigError(
-                f"table {self.name}: audit_policy must be one of {get_args(AuditPolicy)}, "
-                f"got {self.audit_policy!r}"
+            raise refusal(
+                owner,
+                "audit_policy",
+                f"must be one of {get_args(AuditPolicy)}, got {shorten(self.audit_policy)}",
             )
         if self.unknown_fields not in get_args(UnknownFields):
-            raise ConfigError(
-                f"table {self.name}: unknown_fields must be one of {get_args(UnknownFields)}, "
-                f"got {self.unknown_fields!r}"
+            raise refusal(
+                owner,
+                "unknown_fields",
+                f"must be one of {get_args(UnknownFields)}, got {shorten(self.unknown_fields)}",
             )
+        self._check_columns()
+
+    def _check_columns(self) -> None:
+        """Check the schema's column names and every column the spec names, without Spark.
+
+        The types are left to Spark's parser (`data_schema`); only names and the leading word
+        of each type are read here.
+        """
+        owner = f"table {self.name}"
+        if not isinstance(self.schema_ddl, str) or not self.schema_ddl.strip():
+            raise refusal(owner, "schema", "schema is empty")
+        try:
+            columns = parse_columns(self.schema_ddl)
+        except ConfigError as exc:
+            raise refusal(owner, "schema", f"cannot read the column list: {exc.reason}") from None
+        for column in columns:
+            check_column(owner, "schema", column.name)
+        for group in case_collisions(c.name for c in columns):
+            raise refusal(
+                owner, "schema", f"column declared twice: {', '.join(map(shorten, group))}"
+            )
+        by_name = {c.name: c for c in columns}
+        named: list[tuple[str | KeyPath, str]] = [
+            *(("keys", c) for c in self.keys),
+            *(("partition_by", c) for c in self.partition_by),
+            *(("dedup_column", c) for c in filter(None, [self.dedup_column])),
+        ]
+        for index, expectation in enumerate(self.expectations):
+            if expectation.check != "column_exists":
+                named.append((("expectations", index, "column"), expectation.column))
+        for key, name in named:
+            if name not in by_name:
+                raise refusal(owner, key, not_in_schema(name, by_name))
+        check_types(owner, self, by_name)
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        """The user column names of the schema, in order, read without Spark."""
+        return tuple(c.name for c in parse_columns(self.schema_ddl))
+
+    def where(self, key: str) -> str:
+        """How errors name one of this spec's keys: with its file and key path when known."""
+        return f"{self.origin}.{key}" if self.origin else f"table {self.name}: {key}"
 
     @property
     def quarantine_name(self) -> str:
@@ -264,36 +333,25 @@ class TableSpec:
         return {**DEFAULT_PROPERTIES, **self.properties}
 
     def data_schema(self, spark: SparkSession) -> StructType:
-        """Parse the user schema with Spark's DDL parser and check keys and partitions exist."""
+        """Parse the user schema with Spark's DDL parser (the types; names are checked already).
+
+        A parse error is one line naming the schema key, with the file when the spec came from
+        one: `lakehouse.toml: tables.events.schema: cannot parse ...`.
+        """
         try:
             schema = parse_struct(self.schema_ddl)
-        except ConfigError:
-            raise
         except Exception as exc:
+            reason = exc.reason if isinstance(exc, ConfigError) else first_line(exc)
             raise ConfigError(
-                f"table {self.name}: cannot parse schema {self.schema_ddl!r}: {first_line(exc)}"
+                f"{self.where('schema')}: cannot parse {shorten(self.schema_ddl)}: {reason}",
+                key="schema",
+                reason=f"cannot parse: {reason}",
             ) from exc
-        names = [f.name for f in schema.fields]
-        for column in names:
-            validate_column_name(column)
-            if column.startswith(RESERVED_PREFIX):
-                raise ConfigError(f"table {self.name}: column {column!r} uses the reserved prefix")
-        declared = (
-            *self.keys,
-            *self.partition_by,
-            *filter(None, [self.dedup_column]),
-            *(e.column for e in self.expectations if e.check != "column_exists"),
-        )
-        missing = [c for c in declared if c not in names]
-        if missing:
-            raise ConfigError(
-                f"table {self.name}: key, partition or expectation columns not in schema: {missing}"
-            )
         if self.dedup_column is not None:
             kind = schema[self.dedup_column].dataType.typeName()
             if kind not in ("timestamp", "timestamp_ntz", "date"):
                 raise ConfigError(
-                    f"table {self.name}: dedup_column {self.dedup_column} is {kind}; "
+                    f"{self.where('dedup_column')}: {self.dedup_column} is {kind}; "
                     "a window needs a timestamp or date column"
                 )
         return schema

@@ -148,7 +148,7 @@ def test_bad_config_names_the_key(tmp_path: Path) -> None:
     path.write_text("[tables.e]\nschema = 'a STRING'\nkeys = ['a']\nkey = 'typo'\n")
     result = runner.invoke(app, ["ingest", "--config", str(path)])
     assert result.exit_code == 1
-    assert "unknown key(s) ['key']" in result.stderr
+    assert result.stderr.startswith(f"error: {path}: tables.e.key: unknown key(s) 'key'; allowed:")
 
 
 def test_unknown_pipeline(project: Path) -> None:

@@ -7,7 +7,7 @@ from pyspark.sql import SparkSession
 
 from tables.catalog import create_table, ensure_table, table_detail
 from tables.errors import ConfigError, SchemaMismatchError
-from tables.spec import TableSpec, parse_interval, validate_txn_retention
+from tables.spec import ExpectationSpec, TableSpec, parse_interval, validate_txn_retention
 
 
 def test_parse_interval() -> None:
@@ -44,11 +44,42 @@ def test_spec_validation(kwargs: dict[str, object], message: str) -> None:
 
 
 def test_schema_parse_errors_are_one_line(spark: SparkSession) -> None:
-    with pytest.raises(ConfigError, match="cannot parse schema") as info:
-        TableSpec("t", "a STRNG,,", ("a",)).data_schema(spark)
+    spec = TableSpec("t", "a STRNG, b INT", ("a",))
+    with pytest.raises(
+        ConfigError, match=r"^table t: schema: cannot parse 'a STRNG, b INT': "
+    ) as info:
+        spec.data_schema(spark)
     assert "\n" not in str(info.value)
-    with pytest.raises(ConfigError, match="not in schema"):
-        TableSpec("t", "a STRING", ("b",)).data_schema(spark)
+    assert info.value.key == ("schema",)
+
+
+@pytest.mark.parametrize(
+    ("ddl", "keys", "message"),
+    [
+        ("a STRNG,,", ("a",), "schema: cannot read the column list: column 2 is empty"),
+        ("a STRING", ("b",), "keys: column 'b' is not in the schema; the schema has: 'a'"),
+        ("event_id STRING", ("EVENT_ID",), "did you mean 'event_id'?"),
+        ("a STRING, A INT", ("a",), "schema: column declared twice: 'a', 'A'"),
+        ("a STRING, _lh_x INT", ("a",), "schema: '_lh_x' uses the reserved prefix _lh_"),
+        ("a STRING, `b c` INT", ("a",), "schema: invalid column name 'b c'"),
+        ("int", ("int",), "schema: cannot read the column list: column 1 ('int') has no type"),
+        ("a MAP<STRING, INT>", ("a",), "keys: a is a map or variant"),
+    ],
+)
+def test_schema_names_are_checked_without_spark(
+    ddl: str, keys: tuple[str, ...], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=r"^table t: ") as info:
+        TableSpec("t", ddl, keys)
+    assert message in str(info.value)
+
+
+def test_partition_and_expectation_columns_must_be_in_the_schema() -> None:
+    with pytest.raises(ConfigError, match="partition_by: cannot partition by b, a nested"):
+        TableSpec("t", "a STRING, b ARRAY<INT>", ("a",), partition_by=("b",))
+    with pytest.raises(ConfigError, match=r"expectations\[0\]\.column: column 'c' is not in"):
+        TableSpec("t", "a STRING", ("a",), expectations=(ExpectationSpec("t", "not_null", "c"),))
+    TableSpec("t", "a STRING", ("a",), expectations=(ExpectationSpec("t", "column_exists", "c"),))
 
 
 def test_table_schema_puts_lineage_first(spark: SparkSession) -> None:
@@ -77,10 +108,10 @@ def test_existing_table_with_other_schema_is_refused(spark: SparkSession) -> Non
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"dedup": "global"}, "dedup must be one of"),
+        ({"dedup": "global"}, "dedup: must be one of"),
         ({"dedup": "window"}, "needs dedup_column and dedup_window"),
         ({"dedup": "window", "dedup_column": "a", "dedup_window": timedelta(0)}, "positive"),
-        ({"dedup": "table", "dedup_column": "a"}, "apply to dedup = 'window' only"),
+        ({"dedup": "table", "dedup_column": "a"}, "dedup_column: applies to dedup = 'window' only"),
     ],
 )
 def test_dedup_validation(kwargs: dict[str, object], message: str) -> None:
@@ -88,14 +119,37 @@ def test_dedup_validation(kwargs: dict[str, object], message: str) -> None:
         TableSpec("t", "a TIMESTAMP, k STRING", ("k",), **kwargs)  # type: ignore[arg-type]
 
 
-def test_window_needs_a_time_column(spark: SparkSession) -> None:
-    spec = TableSpec(
-        "t",
-        "a INT, k STRING",
-        ("k",),
-        dedup="window",
-        dedup_column="a",
-        dedup_window=timedelta(days=1),
-    )
-    with pytest.raises(ConfigError, match="needs a timestamp or date column"):
-        spec.data_schema(spark)
+def test_window_needs_a_time_column() -> None:
+    with pytest.raises(ConfigError, match="dedup_column: a is INT; a window needs a timestamp"):
+        TableSpec(
+            "t",
+            "a INT, k STRING",
+            ("k",),
+            dedup="window",
+            dedup_column="a",
+            dedup_window=timedelta(days=1),
+        )
+
+
+@pytest.mark.parametrize("text", ["0 days", "interval 0 seconds", "0 weeks"])
+def test_zero_intervals_are_refused_where_a_window_must_be_positive(text: str) -> None:
+    assert parse_interval(text) == timedelta(0)
+    with pytest.raises(ConfigError, match="must be longer than zero"):
+        parse_interval(text, positive=True)
+
+
+@pytest.mark.parametrize("text", ["-1 days", "7 days; DROP", "999999999999999 days", ""])
+def test_intervals_match_whole_text(text: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_interval(text)
+    assert "\n" not in str(info.value)
+
+
+def test_interval_too_long_for_python_is_refused_in_one_line() -> None:
+    with pytest.raises(ConfigError, match="too long"):
+        parse_interval("99999999999 weeks")
+
+
+def test_zero_replay_window_is_refused() -> None:
+    with pytest.raises(ConfigError, match="replay_window: must be longer than zero"):
+        TableSpec("t", "a STRING", ("a",), replay_window=timedelta(0))

@@ -1,0 +1,203 @@
+"""Checks across a whole config, and the checks of one pipeline just before it starts.
+
+`check_config` runs at load time: names equal when case is ignored, app ids and checkpoints that
+two pipelines share, locations that overlap in harmful ways. `assert_pipeline_ready` runs when a
+pipeline is about to start (before Spark): the landing directory is there and is a directory,
+the checkpoint is not a file, the trigger parses. It is separate because the other commands
+(`status`, `check`, `replay`, ...) load the same file and must not fail on a landing directory
+that only `ingest` needs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ingest.config.where import Where
+from ingest.kafka import METADATA_COLUMNS, KafkaSource
+from ingest.sources import FileSource
+from ingest.triggers import parse_trigger
+from tables.errors import ConfigError
+from tables.identifiers import case_collisions, shorten
+
+if TYPE_CHECKING:
+    from ingest.config.model import LakehouseConfig, PipelineSpec
+
+QUARANTINE_SUFFIX = "_quarantine"
+#: Table names the project itself uses (see quality/audit.py).
+RESERVED_TABLES = frozenset({"lakehouse_quality"})
+_URI = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):/.*", re.DOTALL)
+
+
+def check_config(config: LakehouseConfig, root: Where) -> None:
+    """Refuse what is wrong only in combination: shared names, app ids and locations."""
+    _check_names(config, root)
+    _check_app_ids(config, root)
+    _check_locations(config, root)
+    _check_kafka_schemas(config, root)
+    home = config.home
+    if home.exists() and not home.is_dir():
+        where = root / "lakehouse" / "home" if config.path is not None else Where("$LAKEHOUSE_HOME")
+        raise where.error(f"lakehouse home {home} is a file, not a directory")
+
+
+def _check_names(config: LakehouseConfig, root: Where) -> None:
+    for section, names in (("tables", list(config.tables)), ("pipelines", list(config.pipelines))):
+        for group in case_collisions(names):
+            raise (root / section / group[1]).error(
+                f"{shorten(group[1])} and {shorten(group[0])} are the same name when case is "
+                "ignored (as Spark and case-insensitive file systems treat them)"
+            )
+    folded = {name.lower() for name in config.tables}
+    for name in config.tables:
+        last = name.rsplit(".", 1)[-1].lower()
+        if last in RESERVED_TABLES:
+            raise (root / "tables" / name).error(f"{name} is the name of the project's own table")
+        if name.lower().endswith(QUARANTINE_SUFFIX):
+            owner = name.lower().removesuffix(QUARANTINE_SUFFIX)
+            if owner in folded:
+                raise (root / "tables" / name).error(
+                    f"{name} is the quarantine table of table {owner}"
+                )
+
+
+def _check_app_ids(config: LakehouseConfig, root: Where) -> None:
+    first: dict[str, str] = {}
+    for name, pipeline in config.pipelines.items():
+        other = first.setdefault(pipeline.app_id.lower(), name)
+        if other != name:
+            raise (root / "pipelines" / name / "app_id").error(
+                f"app id {pipeline.app_id!r} is already used by pipelines.{other}: two streams "
+                "under one app id would skip each other's batches as already committed"
+            )
+
+
+def _check_locations(config: LakehouseConfig, root: Where) -> None:
+    home = os.path.normpath(config.home)
+    owned = {
+        "the lakehouse home": home,
+        "the warehouse": os.path.join(home, "warehouse"),
+        "the metastore": os.path.join(home, "metastore_db"),
+    }
+    checkpoints: list[tuple[str, str]] = []
+    for name, pipeline in config.pipelines.items():
+        at = root / "pipelines" / name
+        checkpoint = _normal(pipeline.checkpoint)
+        if checkpoint == owned["the lakehouse home"]:
+            raise (at / "checkpoint").error(f"{pipeline.checkpoint} is the lakehouse home itself")
+        for what in ("the warehouse", "the metastore"):
+            if _within(checkpoint, owned[what]):
+                raise (at / "checkpoint").error(
+                    f"{pipeline.checkpoint} is inside {what} ({owned[what]}): dropping or "
+                    "vacuuming a table would delete it"
+                )
+        for other, location in checkpoints:
+            if _within(checkpoint, location) or _within(location, checkpoint):
+                relation = "the same as" if checkpoint == location else "nested with"
+                raise (at / "checkpoint").error(
+                    f"{pipeline.checkpoint} is {relation} the checkpoint of pipelines.{other}"
+                )
+        checkpoints.append((name, checkpoint))
+    _check_sources(config, root, owned["the warehouse"], checkpoints)
+
+
+def _check_sources(
+    config: LakehouseConfig, root: Where, warehouse: str, checkpoints: Iterable[tuple[str, str]]
+) -> None:
+    checkpoints = list(checkpoints)
+    landed: dict[tuple[str, str], str] = {}
+    for name, pipeline in config.pipelines.items():
+        if not isinstance(pipeline.source, FileSource):
+            continue
+        at = root / "pipelines" / name / "source" / "path"
+        landing = _normal(pipeline.source.path)
+        if _within(landing, warehouse):
+            raise at.error(f"{pipeline.source.path} is inside the warehouse ({warehouse})")
+        for other, checkpoint in checkpoints:
+            if _within(checkpoint, landing) or _within(landing, checkpoint):
+                raise at.error(
+                    f"{pipeline.source.path} overlaps the checkpoint of pipelines.{other} "
+                    f"({checkpoint}): the stream would read its own state as data"
+                )
+        key = (pipeline.table.lower(), landing)
+        table = config.tables[pipeline.table]
+        if key in landed and table.dedup != "table":
+            raise at.error(
+                f"pipelines.{landed[key]} already lands {pipeline.source.path} into "
+                f"{pipeline.table}: under two app ids every file would land twice"
+            )
+        landed.setdefault(key, name)
+
+
+def _check_kafka_schemas(config: LakehouseConfig, root: Where) -> None:
+    """A `raw` Kafka source lands key and value as they are: its table holds just those (plus
+    Kafka coordinate columns); the types are checked by Spark when the stream starts."""
+    for name, pipeline in config.pipelines.items():
+        source = pipeline.source
+        if not isinstance(source, KafkaSource) or source.value_format != "raw":
+            continue
+        columns = set(config.tables[pipeline.table].column_names) - set(METADATA_COLUMNS)
+        if columns != {"key", "value"}:
+            raise (root / "pipelines" / name / "source" / "value_format").error(
+                f"a 'raw' Kafka source needs table {pipeline.table} to have the columns key "
+                f"and value (STRING) and Kafka coordinate columns only, not {sorted(columns)}"
+            )
+
+
+def assert_pipeline_ready(pipeline: PipelineSpec, trigger: str | None = None) -> None:
+    """Refuse, before Spark starts, a pipeline whose local landing directory or checkpoint is
+    unusable, or a trigger override that does not parse."""
+    where = _origin(pipeline)
+    if trigger is not None:
+        try:
+            parse_trigger(trigger)
+        except ConfigError as exc:
+            raise ConfigError(f"--trigger: {exc.reason}") from exc
+    source = pipeline.source
+    if isinstance(source, FileSource) and _is_local(source.path):
+        landing = Path(_local(source.path))
+        if not landing.exists():
+            raise (where / "source" / "path").error(
+                f"landing directory {source.path} does not exist"
+            )
+        if not landing.is_dir():
+            raise (where / "source" / "path").error(
+                f"landing directory {source.path} is a file, not a directory"
+            )
+    if _is_local(pipeline.checkpoint):
+        checkpoint = Path(_local(pipeline.checkpoint))
+        if checkpoint.exists() and not checkpoint.is_dir():
+            raise (where / "checkpoint").error(
+                f"checkpoint {pipeline.checkpoint} is a file, not a directory"
+            )
+
+
+def _origin(pipeline: PipelineSpec) -> Where:
+    """The pipeline's place in its file, or its name when it was built in code."""
+    if pipeline.config_file is not None:
+        return Where(pipeline.config_file, ("pipelines", pipeline.name))
+    return Where(f"pipeline {pipeline.name}")
+
+
+def _is_local(location: str) -> bool:
+    match = _URI.fullmatch(location)
+    return match is None or match.group(1).lower() == "file"
+
+
+def _local(location: str) -> str:
+    return location.removeprefix("file://").removeprefix("file:")
+
+
+def _normal(location: str) -> str:
+    """A location for comparison: local paths normalised, URIs without a trailing slash."""
+    if _is_local(location):
+        return os.path.normpath(_local(location))
+    return location.rstrip("/")
+
+
+def _within(inner: str, outer: str) -> bool:
+    """True if `inner` is `outer` or lies below it."""
+    return inner == outer or inner.startswith(outer.rstrip("/") + "/")

@@ -1,0 +1,331 @@
+"""Reading `lakehouse.toml`: every section and key, with its TOML type, into specs.
+
+Loading is pure Python, so a typo fails in milliseconds with one line naming the file and the
+key, not after a JVM start. Relative paths are resolved against the file's own directory. The
+checks between sections (duplicate app ids, overlapping locations) are in `checks.py`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, get_args
+
+from ingest.config.checks import check_config
+from ingest.config.model import LakehouseConfig, PipelineSpec
+from ingest.config.where import (
+    Where,
+    check_keys,
+    choice,
+    integer,
+    interval,
+    located,
+    mapping,
+    options,
+    require,
+    string,
+    strings,
+)
+from ingest.kafka import KafkaSource, ValueFormat
+from ingest.sources import FileFormat, FileSource
+from ingest.triggers import parse_trigger
+from tables.errors import ConfigError
+from tables.identifiers import (
+    shorten,
+    validate_app_id,
+    validate_pipeline_name,
+    validate_table_name,
+)
+from tables.spec import (
+    DEFAULT_REPLAY_WINDOW,
+    AuditPolicy,
+    DedupScope,
+    ExpectationSpec,
+    TableSpec,
+    UnknownFields,
+)
+
+DEFAULT_CONFIG = Path("lakehouse.toml")
+_TOP_KEYS = frozenset({"lakehouse", "tables", "pipelines"})
+_SETTINGS_KEYS = frozenset({"home", "replay_window"})
+_TABLE_KEYS = frozenset(
+    {
+        "schema",
+        "keys",
+        "partition_by",
+        "properties",
+        "dedup",
+        "dedup_column",
+        "dedup_window",
+        "expectations",
+        "audit_policy",
+        "unknown_fields",
+    }
+)
+_EXPECTATION_KEYS = frozenset(
+    {"check", "column", "action", "min", "max", "values", "pattern", "type"}
+)
+_PIPELINE_KEYS = frozenset({"table", "app_id", "trigger", "checkpoint", "source"})
+_SOURCE_KEYS = frozenset({"kind", "format", "path", "options", "max_files_per_trigger"})
+_KAFKA_KEYS = frozenset(
+    {
+        "kind",
+        "bootstrap_servers",
+        "topic",
+        "pattern",
+        "starting_offsets",
+        "value_format",
+        "options",
+        "max_offsets_per_trigger",
+    }
+)
+#: Reader options the file source sets itself: a config value would be overridden silently.
+_READER_OWNED = frozenset({"mode", "columnnameofcorruptrecord", "path", "maxfilespertrigger"})
+_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:/.*", re.DOTALL)
+
+
+def load_config(path: Path | None = None, *, required: bool = True) -> LakehouseConfig:
+    """Load and validate a config file; without one (and not `required`), return defaults."""
+    chosen = path or DEFAULT_CONFIG
+    where = Where.of(chosen)
+    if "\x00" in str(chosen):
+        raise ConfigError(f"config file {where.file}: the path holds a NUL character")
+    if not chosen.exists():
+        if required or path is not None:
+            raise ConfigError(
+                f"config file {where.file} not found (pass --config or create lakehouse.toml)"
+            )
+        return parse_config({}, base=Path.cwd(), path=None)
+    try:
+        raw = chosen.read_bytes()
+    except OSError as exc:
+        raise where.error(f"cannot read: {exc.strerror}") from exc
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise where.error(
+            f"not UTF-8 text: byte 0x{raw[exc.start]:02x} at line {line} (save the file as UTF-8)"
+        ) from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise where.error(f"invalid TOML: {exc}") from exc
+    return parse_config(data, base=chosen.resolve().parent, path=chosen)
+
+
+def parse_config(data: Mapping[str, Any], *, base: Path, path: Path | None) -> LakehouseConfig:
+    """Validate a parsed TOML document into a LakehouseConfig."""
+    root = Where.of(path)
+    check_keys(data, _TOP_KEYS, root)
+    settings = mapping(data.get("lakehouse", {}), root / "lakehouse")
+    check_keys(settings, _SETTINGS_KEYS, root / "lakehouse")
+    if "home" in settings:
+        home_where = root / "lakehouse" / "home"
+        home = Path(local_path(base, string(settings["home"], home_where), home_where))
+    else:
+        home_where = Where("$LAKEHOUSE_HOME")
+        home = Path(local_path(base, os.environ.get("LAKEHOUSE_HOME") or ".lakehouse", home_where))
+    replay_window = (
+        interval(settings["replay_window"], root / "lakehouse" / "replay_window")
+        if "replay_window" in settings
+        else DEFAULT_REPLAY_WINDOW
+    )
+    tables = {
+        name: _table(name, body, replay_window, root / "tables" / name)
+        for name, body in mapping(data.get("tables", {}), root / "tables").items()
+    }
+    pipelines = {
+        name: _pipeline(name, body, tables, home, base, root / "pipelines" / name)
+        for name, body in mapping(data.get("pipelines", {}), root / "pipelines").items()
+    }
+    config = LakehouseConfig(path, home, replay_window, tables, pipelines)
+    check_config(config, root)
+    return config
+
+
+def _table(name: str, body: Any, replay_window: timedelta, where: Where) -> TableSpec:
+    with located(where):
+        validate_table_name(name)
+    body = mapping(body, where)
+    check_keys(body, _TABLE_KEYS, where)
+    require(body, ("schema", "keys"), where)
+
+    def optional(key: str) -> str | None:
+        return string(body[key], where / key) if key in body else None
+
+    with located(where):
+        return TableSpec(
+            name=name,
+            schema_ddl=string(body["schema"], where / "schema"),
+            keys=strings(body["keys"], where / "keys"),
+            partition_by=strings(body.get("partition_by", []), where / "partition_by"),
+            properties=options(body.get("properties", {}), where / "properties"),
+            replay_window=replay_window,
+            dedup=choice(body.get("dedup", "batch"), where / "dedup", get_args(DedupScope)),  # type: ignore[arg-type]
+            dedup_column=optional("dedup_column"),
+            dedup_window=(
+                interval(body["dedup_window"], where / "dedup_window")
+                if "dedup_window" in body
+                else None
+            ),
+            expectations=_expectations(name, body.get("expectations", []), where / "expectations"),
+            audit_policy=choice(  # type: ignore[arg-type]
+                body.get("audit_policy", "warn"), where / "audit_policy", get_args(AuditPolicy)
+            ),
+            unknown_fields=choice(  # type: ignore[arg-type]
+                body.get("unknown_fields", "rescue"),
+                where / "unknown_fields",
+                get_args(UnknownFields),
+            ),
+            origin=str(where),
+        )
+
+
+def _expectations(table: str, value: Any, where: Where) -> tuple[ExpectationSpec, ...]:
+    """Parse `[[tables.<name>.expectations]]` entries: check, column, action and arguments."""
+    if not isinstance(value, list):
+        raise where.error("expected an array of tables ([[tables.NAME.expectations]])")
+    parsed = []
+    for index, raw in enumerate(value):
+        at = where / index
+        body = mapping(raw, at)
+        check_keys(body, _EXPECTATION_KEYS, at)
+        require(body, ("check", "column"), at)
+        with located(at):
+            parsed.append(
+                ExpectationSpec(
+                    table=table,
+                    check=string(body["check"], at / "check"),  # type: ignore[arg-type]
+                    column=string(body["column"], at / "column"),
+                    action=string(body.get("action", "warn"), at / "action"),  # type: ignore[arg-type]
+                    params={
+                        k: v for k, v in body.items() if k not in ("check", "column", "action")
+                    },
+                )
+            )
+    seen: dict[str, int] = {}
+    for index, expectation in enumerate(parsed):
+        if expectation.name in seen:
+            raise (where / index).error(
+                f"{expectation.name} is declared twice (also at [{seen[expectation.name]}])"
+            )
+        seen[expectation.name] = index
+    return tuple(parsed)
+
+
+def _pipeline(
+    name: str,
+    body: Any,
+    tables: Mapping[str, TableSpec],
+    home: Path,
+    base: Path,
+    where: Where,
+) -> PipelineSpec:
+    with located(where):
+        validate_pipeline_name(name)
+    body = mapping(body, where)
+    check_keys(body, _PIPELINE_KEYS, where)
+    require(body, ("table", "source"), where)
+    table = string(body["table"], where / "table")
+    if table not in tables:
+        declared = ", ".join(sorted(tables)) or "none"
+        raise (where / "table").error(
+            f"table {shorten(table)} is not declared under [tables] (declared: {declared})"
+        )
+    app_id = string(body.get("app_id", name), where / "app_id")
+    with located(where / "app_id"):
+        validate_app_id(app_id)
+    trigger = string(body.get("trigger", "available-now"), where / "trigger")
+    with located(where / "trigger"):
+        parse_trigger(trigger)
+    source_where = where / "source"
+    source = mapping(body["source"], source_where)
+    kind = choice(source.get("kind", "files"), source_where / "kind", ("files", "kafka"))
+    with located(source_where):
+        stream_source: FileSource | KafkaSource = (
+            _kafka_source(source, source_where)
+            if kind == "kafka"
+            else _file_source(source, base, source_where)
+        )
+    checkpoint = (
+        location(base, string(body["checkpoint"], where / "checkpoint"), where / "checkpoint")
+        if "checkpoint" in body
+        else str(home / "checkpoints" / app_id)
+    )
+    return PipelineSpec(
+        name, table, app_id, stream_source, trigger, checkpoint, config_file=where.file
+    )
+
+
+def _file_source(source: Mapping[str, Any], base: Path, where: Where) -> FileSource:
+    check_keys(source, _SOURCE_KEYS, where)
+    require(source, ("format", "path"), where)
+    reader_options = options(source.get("options", {}), where / "options")
+    for option in reader_options:
+        if option.lower() in _READER_OWNED:
+            raise (where / "options" / option).error(
+                f"{option!r} is set by the source itself"
+                + (" (use max_files_per_trigger)" if option.lower() == "maxfilespertrigger" else "")
+            )
+    return FileSource(
+        path=location(base, string(source["path"], where / "path"), where / "path"),
+        format=choice(source["format"], where / "format", get_args(FileFormat)),  # type: ignore[arg-type]
+        options=reader_options,
+        max_files_per_trigger=(
+            integer(source["max_files_per_trigger"], where / "max_files_per_trigger", 1)
+            if "max_files_per_trigger" in source
+            else None
+        ),
+    )
+
+
+def _kafka_source(source: Mapping[str, Any], where: Where) -> KafkaSource:
+    """A Kafka source; secret option values may be written as `${env:NAME}` (Kafka's provider)."""
+    check_keys(source, _KAFKA_KEYS, where)
+    require(source, ("bootstrap_servers",), where)
+
+    def optional(key: str) -> str | None:
+        return string(source[key], where / key) if key in source else None
+
+    return KafkaSource(
+        bootstrap_servers=string(source["bootstrap_servers"], where / "bootstrap_servers"),
+        topic=optional("topic"),
+        pattern=optional("pattern"),
+        starting_offsets=string(
+            source.get("starting_offsets", "earliest"), where / "starting_offsets"
+        ),
+        value_format=choice(  # type: ignore[arg-type]
+            source.get("value_format", "json"), where / "value_format", get_args(ValueFormat)
+        ),
+        options=options(source.get("options", {}), where / "options"),
+        max_offsets_per_trigger=(
+            integer(source["max_offsets_per_trigger"], where / "max_offsets_per_trigger", 1)
+            if "max_offsets_per_trigger" in source
+            else None
+        ),
+    )
+
+
+def location(base: Path, value: str, where: Where) -> str:
+    """An absolute location: URIs (s3://, abfss://, dbfs:/) as given, paths against `base`."""
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise where.error(f"location {shorten(value)} holds control characters")
+    if _URI.fullmatch(value):
+        return value
+    try:
+        candidate = Path(value).expanduser()
+        return str((candidate if candidate.is_absolute() else base / candidate).resolve())
+    except (RuntimeError, OSError) as exc:
+        raise where.error(f"cannot resolve {shorten(value)}: {exc}") from exc
+
+
+def local_path(base: Path, value: str, where: Where) -> str:
+    """A local directory (the lakehouse home): a path, not a URI."""
+    if _URI.fullmatch(value) and not value.startswith("file:"):
+        raise where.error(f"{shorten(value)} is a URI; the lakehouse home is a local directory")
+    return location(base, value.removeprefix("file:"), where)

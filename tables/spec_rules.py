@@ -1,0 +1,114 @@
+"""Pure rules a table spec is checked against, before Spark starts.
+
+Intervals (`7 days`), column names (plain, not reserved), the types a column must have for its
+role, read from the leading word of its DDL type (a window column is a time, a partition column
+is not nested, a key can be compared), and the Spark type names an expectation may name. Each
+refusal names its key (`dedup_window`), so the config loader can restate it with the file and
+the full key path.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from tables.ddl import DdlColumn
+from tables.errors import ConfigError, KeyPath
+from tables.identifiers import key_path, shorten, validate_column_name
+
+if TYPE_CHECKING:
+    from tables.spec import TableSpec
+
+RESERVED_PREFIX = "_lh_"
+
+_INTERVAL = re.compile(
+    r"\s*(?:interval\s+)?(\d{1,12})\s+(week|day|hour|minute|second)s?\s*", re.I | re.ASCII
+)
+_UNIT_SECONDS = {"week": 604800, "day": 86400, "hour": 3600, "minute": 60, "second": 1}
+#: Types a time-window dedup column may have.
+_TIME_TYPES = frozenset({"TIMESTAMP", "TIMESTAMP_NTZ", "TIMESTAMP_LTZ", "DATE"})
+#: Types Delta cannot partition by, and types a MERGE cannot match keys on.
+_NESTED_TYPES = frozenset({"ARRAY", "MAP", "STRUCT", "VARIANT"})
+_UNMATCHABLE_TYPES = frozenset({"MAP", "VARIANT"})
+
+
+def parse_interval(text: str, *, positive: bool = False) -> timedelta:
+    """Parse a Delta-style interval such as `interval 7 days` or `36 hours`.
+
+    With `positive`, zero is refused too: a zero replay or dedup window would switch off what
+    it guards (vacuum's floor, the window MERGE) without saying so.
+    """
+    match = _INTERVAL.fullmatch(text) if isinstance(text, str) else None
+    if not match:
+        raise ConfigError(f"invalid interval {shorten(text)} (expected e.g. '7 days')")
+    amount, unit = int(match.group(1)), match.group(2).lower()
+    try:
+        interval = timedelta(seconds=amount * _UNIT_SECONDS[unit])
+    except OverflowError:
+        raise ConfigError(f"interval {shorten(text)} is too long") from None
+    if positive and interval <= timedelta(0):
+        raise ConfigError(f"interval {shorten(text)} must be longer than zero")
+    return interval
+
+
+def refusal(owner: str, key: str | KeyPath, reason: str) -> ConfigError:
+    """A ConfigError about `key` of `owner` (`table events`), which the config loader restates
+    with the file and the full key path."""
+    path = (key,) if isinstance(key, str) else key
+    return ConfigError(f"{owner}: {key_path(path)}: {reason}", key=path, reason=reason)
+
+
+def check_column(owner: str, key: str, name: str) -> None:
+    """Refuse a column name that is not a plain identifier, or uses the reserved prefix."""
+    try:
+        validate_column_name(name)
+    except ConfigError as exc:
+        raise refusal(owner, key, exc.reason) from None
+    if name.lower().startswith(RESERVED_PREFIX):
+        raise refusal(owner, key, f"{shorten(name)} uses the reserved prefix {RESERVED_PREFIX}")
+
+
+def spark_type_names() -> frozenset[str]:
+    """The names of pyspark's data type classes (`StringType`, `DoubleType`, ...), pure Python."""
+    from pyspark.sql import types
+
+    return frozenset(
+        name
+        for name, value in vars(types).items()
+        if isinstance(value, type)
+        and issubclass(value, types.DataType)
+        and name.endswith("Type")
+        and not name.startswith("_")
+        and name not in ("DataType", "AtomicType", "NumericType", "IntegralType", "FractionalType")
+    )
+
+
+def not_in_schema(name: str, columns: Mapping[str, DdlColumn]) -> str:
+    """The reason for a named column the schema lacks, with the close match if case differs."""
+    close = [c for c in columns if c.lower() == name.lower()]
+    hint = f" (did you mean {close[0]!r}? names match exactly)" if close else ""
+    listed = ", ".join(shorten(c, 30) for c in list(columns)[:20])
+    return f"column {shorten(name)} is not in the schema{hint}; the schema has: {listed}"
+
+
+def check_types(owner: str, spec: TableSpec, columns: Mapping[str, DdlColumn]) -> None:
+    """The type checks that need only a type's leading word: window, partition and key columns."""
+    if spec.dedup_column is not None:
+        kind = columns[spec.dedup_column].base_type
+        if kind not in _TIME_TYPES:
+            raise refusal(
+                owner,
+                "dedup_column",
+                f"{spec.dedup_column} is {kind or 'untyped'}; a window needs a timestamp or "
+                "date column",
+            )
+    for column in spec.partition_by:
+        if columns[column].base_type in _NESTED_TYPES:
+            raise refusal(
+                owner, "partition_by", f"cannot partition by {column}, a nested or variant type"
+            )
+    for column in spec.keys:
+        if columns[column].base_type in _UNMATCHABLE_TYPES:
+            raise refusal(owner, "keys", f"{column} is a map or variant: keys must be comparable")
