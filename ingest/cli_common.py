@@ -71,7 +71,7 @@ def spark_for(config: LakehouseConfig) -> SparkSession:
 
     kafka = any(isinstance(p.source, KafkaSource) for p in config.pipelines.values())
     with err.status("starting Spark…"):
-        return get_spark(config.home, kafka=kafka)
+        return get_spark(config.home, kafka=kafka, catalog=config.catalog)
 
 
 def emit(text: str) -> None:

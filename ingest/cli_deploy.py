@@ -67,6 +67,7 @@ def serve(
         spark = get_spark(
             cfg.home,
             app_name="lakehouse-serve",
+            catalog=cfg.catalog,
             extra_conf=options.session_conf(),
             driver_classpath=delta_driver_jars(),
         )

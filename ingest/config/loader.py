@@ -33,6 +33,7 @@ from ingest.config.where import (
 from ingest.kafka import KafkaSource, ValueFormat
 from ingest.sources import FileFormat, FileSource
 from ingest.triggers import parse_trigger
+from tables.catalogs import CatalogKind, CatalogSpec
 from tables.errors import ConfigError
 from tables.identifiers import (
     shorten,
@@ -51,7 +52,8 @@ from tables.spec import (
 
 DEFAULT_CONFIG = Path("lakehouse.toml")
 _TOP_KEYS = frozenset({"lakehouse", "tables", "pipelines"})
-_SETTINGS_KEYS = frozenset({"home", "replay_window"})
+_SETTINGS_KEYS = frozenset({"home", "replay_window", "catalog"})
+_CATALOG_KEYS = frozenset({"kind", "url", "user", "password_env"})
 _TABLE_KEYS = frozenset(
     {
         "schema",
@@ -143,9 +145,27 @@ def parse_config(data: Mapping[str, Any], *, base: Path, path: Path | None) -> L
         name: _pipeline(name, body, tables, home, base, root / "pipelines" / name)
         for name, body in mapping(data.get("pipelines", {}), root / "pipelines").items()
     }
-    config = LakehouseConfig(path, home, replay_window, tables, pipelines)
+    catalog = _catalog(settings.get("catalog", {}), root / "lakehouse" / "catalog")
+    config = LakehouseConfig(path, home, replay_window, tables, pipelines, catalog)
     check_config(config, root)
     return config
+
+
+def _catalog(body: Any, where: Where) -> CatalogSpec:
+    """`[lakehouse.catalog]`: the embedded warehouse catalog, or a Hive metastore database."""
+    body = mapping(body, where)
+    check_keys(body, _CATALOG_KEYS, where)
+
+    def optional(key: str) -> str | None:
+        return string(body[key], where / key) if key in body else None
+
+    with located(where):
+        return CatalogSpec(
+            kind=choice(body.get("kind", "warehouse"), where / "kind", get_args(CatalogKind)),  # type: ignore[arg-type]
+            url=optional("url"),
+            user=optional("user"),
+            password_env=optional("password_env"),
+        )
 
 
 def _table(name: str, body: Any, replay_window: timedelta, where: Where) -> TableSpec:

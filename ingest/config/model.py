@@ -10,6 +10,7 @@ from typing import TypeVar
 
 from ingest.kafka import KafkaSource
 from ingest.sources import FileSource
+from tables.catalogs import CatalogSpec
 from tables.errors import ConfigError
 from tables.identifiers import shorten, validate_pipeline_name, validate_table_name
 from tables.spec import TableSpec
@@ -66,6 +67,7 @@ class LakehouseConfig:
     replay_window: timedelta
     tables: Mapping[str, TableSpec]
     pipelines: Mapping[str, PipelineSpec]
+    catalog: CatalogSpec = field(default_factory=CatalogSpec)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tables", NameMap(self.tables))
