@@ -1,0 +1,309 @@
+"""Servers the slow tier starts on 127.0.0.1 and always stops: PostgreSQL, a Spark standalone
+cluster, `lakehouse serve`; and a beeline client for the JDBC endpoint.
+
+Each is a context manager. A server that does not come up raises with the tail of its log, so a
+failure says why.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import TracebackType
+
+import pyspark
+
+from tests.support.processes import child_env
+
+SPARK_HOME = Path(pyspark.__file__).parent
+LOOPBACK = "127.0.0.1"
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on right now (the kernel's choice)."""
+    with socket.socket() as probe:
+        probe.bind((LOOPBACK, 0))
+        return int(probe.getsockname()[1])
+
+
+def wait_for_port(port: int, timeout: float, what: str, log: Path | None = None) -> None:
+    """Wait until something accepts connections on 127.0.0.1:port."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as probe:
+            probe.settimeout(1.0)
+            if probe.connect_ex((LOOPBACK, port)) == 0:
+                return
+        time.sleep(0.5)
+    tail = log.read_text(errors="replace")[-2000:] if log and log.exists() else ""
+    raise RuntimeError(f"{what} did not listen on {LOOPBACK}:{port} in {timeout:.0f} s\n{tail}")
+
+
+def _stop(process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+    if process.poll() is not None:
+        return
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def postgres_binary(name: str) -> str:
+    """A PostgreSQL server program: Debian keeps them under /usr/lib/postgresql/N/bin."""
+    found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}")) or [shutil.which(name) or ""]
+    if not found[-1]:
+        raise RuntimeError(f"{name} not found: install Debian's postgresql package")
+    return found[-1]
+
+
+class PostgresCluster:
+    """A throwaway PostgreSQL cluster (initdb into a temp directory) on 127.0.0.1."""
+
+    def __init__(self, root: Path, database: str = "metastore", user: str = "lakehouse") -> None:
+        self.root = root
+        self.data = root / "data"
+        self.port = free_port()
+        self.database = database
+        self.user = user
+        self.password = "lakehouse-test"
+
+    @property
+    def url(self) -> str:
+        """The JDBC URL of the database."""
+        return f"jdbc:postgresql://{LOOPBACK}:{self.port}/{self.database}"
+
+    def _as_owner(self, *command: str) -> list[str]:
+        # initdb and postgres refuse to run as root: run them as the postgres user then.
+        if os.geteuid() == 0:
+            return ["runuser", "-u", "postgres", "--", *command]
+        return list(command)
+
+    def __enter__(self) -> PostgresCluster:
+        self.root.mkdir(parents=True, exist_ok=True)
+        if os.geteuid() == 0:
+            shutil.chown(self.root, "postgres")
+        password_file = self.root / "password"
+        password_file.write_text(self.password + "\n")
+        if os.geteuid() == 0:
+            shutil.chown(password_file, "postgres")
+        subprocess.run(
+            self._as_owner(
+                postgres_binary("initdb"),
+                "-D",
+                str(self.data),
+                "-U",
+                self.user,
+                "--auth=scram-sha-256",
+                f"--pwfile={password_file}",
+            ),
+            check=True,
+            capture_output=True,
+        )
+        log = self.root / "server.log"
+        options = f"-h {LOOPBACK} -p {self.port} -k {self.root}"
+        subprocess.run(
+            self._as_owner(
+                postgres_binary("pg_ctl"),
+                "-D",
+                str(self.data),
+                "-l",
+                str(log),
+                "-o",
+                options,
+                "-w",
+                "start",
+            ),
+            check=True,
+            capture_output=True,
+        )
+        wait_for_port(self.port, 60, "PostgreSQL", log)
+        env = {**os.environ, "PGPASSWORD": self.password}
+        subprocess.run(
+            [
+                "psql",
+                "-h",
+                LOOPBACK,
+                "-p",
+                str(self.port),
+                "-U",
+                self.user,
+                "-d",
+                "postgres",
+                "-c",
+                f"CREATE DATABASE {self.database}",
+            ],
+            check=True,
+            capture_output=True,
+            env=env,
+        )
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        subprocess.run(
+            self._as_owner(
+                postgres_binary("pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop"
+            ),
+            check=False,
+            capture_output=True,
+        )
+
+
+class SparkStandalone:
+    """A standalone Spark cluster on 127.0.0.1: one master and `workers` workers of one core."""
+
+    def __init__(self, root: Path, workers: int = 2) -> None:
+        self.root = root
+        self.workers = workers
+        self.port = free_port()
+        self.processes: list[subprocess.Popen[bytes]] = []
+
+    @property
+    def master(self) -> str:
+        """The master URL jobs are submitted to."""
+        return f"spark://{LOOPBACK}:{self.port}"
+
+    def _start(self, name: str, *arguments: str) -> subprocess.Popen[bytes]:
+        log = open(self.root / f"{name}.log", "wb")  # noqa: SIM115 - the process owns it
+        env = {**child_env(), "SPARK_LOCAL_IP": LOOPBACK, "SPARK_HOME": str(SPARK_HOME)}
+        env["SPARK_WORKER_DIR"] = str(self.root / f"{name}-work")
+        process = subprocess.Popen(
+            [str(SPARK_HOME / "bin" / "spark-class"), *arguments],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+        self.processes.append(process)
+        return process
+
+    def __enter__(self) -> SparkStandalone:
+        self.root.mkdir(parents=True, exist_ok=True)
+        try:
+            self._start(
+                "master",
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                LOOPBACK,
+                "--port",
+                str(self.port),
+                "--webui-port",
+                str(free_port()),
+            )
+            wait_for_port(self.port, 120, "the Spark master", self.root / "master.log")
+            for index in range(self.workers):
+                self._start(
+                    f"worker-{index}",
+                    "org.apache.spark.deploy.worker.Worker",
+                    "--host",
+                    LOOPBACK,
+                    "--cores",
+                    "1",
+                    "--memory",
+                    "1g",
+                    "--webui-port",
+                    str(free_port()),
+                    self.master,
+                )
+            self._wait_registered(120)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def _wait_registered(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        log = self.root / "master.log"
+        while time.monotonic() < deadline:
+            if log.read_text(errors="replace").count("Registering worker") >= self.workers:
+                return
+            time.sleep(1)
+        raise RuntimeError(
+            f"workers did not register in {timeout:.0f} s\n{log.read_text()[-2000:]}"
+        )
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        for process in reversed(self.processes):
+            _stop(process)
+
+
+class LakehouseServer:
+    """`lakehouse serve` in a child process, on a free port, stopped with SIGTERM."""
+
+    def __init__(self, cwd: Path, *arguments: str) -> None:
+        self.cwd = cwd
+        self.port = free_port()
+        self.arguments = arguments
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log = cwd / f"serve-{self.port}.log"
+
+    @property
+    def url(self) -> str:
+        """The JDBC URL of the endpoint."""
+        return f"jdbc:hive2://{LOOPBACK}:{self.port}/default"
+
+    def __enter__(self) -> LakehouseServer:
+        with open(self.log, "wb") as log:
+            self.process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "ingest.cli",
+                    "serve",
+                    "--port",
+                    str(self.port),
+                    *self.arguments,
+                ],
+                cwd=self.cwd,
+                env=child_env(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        wait_for_port(self.port, 300, "lakehouse serve", self.log)
+        return self
+
+    def stop(self) -> int:
+        """SIGTERM the server and return its exit code."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(60)
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self.process is not None:
+            _stop(self.process)
+
+
+def beeline(url: str, statement: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    """Run one statement through pyspark's beeline; rows come back as CSV on stdout."""
+    return subprocess.run(
+        [
+            str(SPARK_HOME / "bin" / "beeline"),
+            "-u",
+            url,
+            "--silent=true",
+            "--outputformat=csv2",
+            "--showHeader=false",
+            "-e",
+            statement,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**child_env(), "SPARK_HOME": str(SPARK_HOME)},
+        check=False,
+    )
