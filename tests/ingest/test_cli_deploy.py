@@ -1,0 +1,77 @@
+"""`lakehouse serve` and `lakehouse job-script` at the command line (no server is started here)."""
+
+from __future__ import annotations
+
+import shlex
+import socket
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ingest.cli import app
+from ingest.job import DELTA_PACKAGE, main, script_path
+from ingest.serve import ServeOptions
+from tables.errors import ConfigError
+from tables.readonly import SERVER_READ_ONLY_CONF
+
+runner = CliRunner()
+
+
+def test_job_script_prints_a_spark_submit_line() -> None:
+    result = runner.invoke(
+        app, ["job-script", "--master", "spark://10.0.0.5:7077", "ingest", "events"]
+    )
+    assert result.exit_code == 0, result.output
+    words = shlex.split(result.stdout)
+    assert words[:5] == [
+        "spark-submit",
+        "--master",
+        "spark://10.0.0.5:7077",
+        "--packages",
+        DELTA_PACKAGE,
+    ]
+    assert words[5] == str(script_path())
+    assert words[6:] == ["ingest", "events"]
+    assert Path(words[5]).name == "job.py"
+
+
+def test_the_job_entry_returns_the_cli_exit_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["status", "no\nsuch"]) == 1
+    assert main(["--help"]) == 0
+
+
+def test_serve_refuses_a_busy_port_before_spark_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = runner.invoke(app, ["serve", "--port", str(port)])
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines() == [
+        f"error: cannot listen on 127.0.0.1:{port} (Address already in use): another server "
+        "holds it; pass --port"
+    ]
+
+
+def test_serve_options() -> None:
+    options = ServeOptions(port=10005)
+    assert options.url == "jdbc:hive2://127.0.0.1:10005/default"
+    assert options.session_conf()[SERVER_READ_ONLY_CONF] == "true"
+    assert ServeOptions(allow_writes=True).session_conf()[SERVER_READ_ONLY_CONF] == "false"
+    with pytest.raises(ConfigError, match="--port"):
+        ServeOptions(port=70000)
+
+
+def test_serve_with_writes_asks_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["serve", "--allow-writes", "--port", "1"], input="n\n")
+    assert result.exit_code == 1
+    assert "Let every client" in result.output
+    assert "Aborted" in result.output
