@@ -58,9 +58,21 @@ def local_path(location: str) -> Path | None:
 
 
 def leftover_temp_files(spark: SparkSession, checkpoint: str) -> list[str]:
-    """The temp files a killed run left in the checkpoint's logs (any Hadoop file system)."""
+    """The temp files a killed run left in the checkpoint's logs.
+
+    A local checkpoint is listed directly: Hadoop's local file system hides `.crc` files.
+    """
     from tables.session import hadoop_path
 
+    local = local_path(checkpoint)
+    if local is not None:
+        return sorted(
+            os.path.join(directory, name)
+            for log in LOG_DIRECTORIES
+            for directory, _, files in os.walk(local / log)
+            for name in files
+            if is_spark_temp_file(name)
+        )
     found: list[str] = []
     root = checkpoint.rstrip("/")
     for directory in LOG_DIRECTORIES:
@@ -112,9 +124,7 @@ def hold_checkpoint(spark: SparkSession, checkpoint: str) -> Iterator[list[str]]
         lock.flush()
         removed = leftover_temp_files(spark, checkpoint)
         for name in removed:
-            target = local_path(name)
-            if target is not None:
-                target.unlink(missing_ok=True)
+            Path(name).unlink(missing_ok=True)
         try:
             yield removed
         finally:

@@ -30,6 +30,7 @@ FILE_SOURCES = frozenset(
 _COMMAND = "org.apache.spark.sql.catalyst.plans.logical.Command"
 _STATEMENT = "org.apache.spark.sql.catalyst.plans.logical.ParsedStatement"
 _SUBQUERY = "org.apache.spark.sql.catalyst.expressions.SubqueryExpression"
+_FILES = "org.apache.spark.sql.execution.datasources.HadoopFsRelation"
 #: Commands that hold the statement they describe in a field, not as a child.
 _WRAPPED = {"ExplainCommand": "logicalPlan", "DescribeQueryCommand": "plan"}
 _RELATIONS = {
@@ -115,6 +116,7 @@ class _Walker:
         self._command = self._class.forName(_COMMAND)
         self._statement = self._class.forName(_STATEMENT)
         self._subquery = self._class.forName(_SUBQUERY)
+        self._files = self._class.forName(_FILES)
 
     def plan(self, node: Any) -> None:
         cls = node.getClass()
@@ -162,21 +164,23 @@ class _Walker:
         if node.catalogTable().isDefined():
             return
         relation = node.relation()
-        if str(relation.getClass().getSimpleName()) == "HadoopFsRelation":
+        if self._files.isInstance(relation):
             roots = _seq(relation.location().rootPaths())
             self.facts.paths.extend(str(p.toString()) for p in roots)
         else:
-            self.facts.unnamed_sources.append(str(relation.getClass().getSimpleName()))
+            kind = str(relation.getClass().getName())
+            self.facts.unnamed_sources.append(kind)
 
     def _v2_relation(self, node: Any) -> None:
-        if node.catalog().isDefined() and node.identifier().isDefined():
-            table = node.table()
-            location = _v2_path(table)
-            if location is None or not _is_path_identifier(node.identifier().get()):
-                return
+        location = _v2_path(node.table())
+        named = node.catalog().isDefined() and node.identifier().isDefined()
+        if named and not _is_path_identifier(node.identifier().get()):
+            return
+        if location is not None:
             self.facts.paths.append(location)
             return
-        self.facts.unnamed_sources.append(str(node.table().getClass().getSimpleName()))
+        kind = str(node.table().getClass().getSimpleName()) or "data source"
+        self.facts.unnamed_sources.append(kind)
 
 
 def _v2_path(table: Any) -> str | None:
