@@ -3,6 +3,9 @@
 One checkpoint location per app id. Before the stream starts, the runner compares the checkpoint
 with the log: an empty checkpoint for an app the table already holds batches of means the
 checkpoint was lost, and the run stops with both numbers instead of re-numbering batches from 0.
+The run holds its checkpoint (`ingest.checkpoint`: one run at a time, a killed run's temp files
+removed), finishes a reset of its app that was cut short (`ingest.apps.pending_reset`), and stops
+between batches on SIGINT or SIGTERM (`ingest.stopping`).
 """
 
 from __future__ import annotations

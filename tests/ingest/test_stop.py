@@ -69,27 +69,35 @@ def signalled_run(root: Path, signum: int, timeout: float = 600) -> tuple[int, s
         text=True,
     )
     assert child.stderr is not None
+    assert child.stdout is not None
     lines: list[str] = []
+    out: list[str] = []
     committed = threading.Event()
 
-    def read() -> None:
+    def read_stderr() -> None:
         assert child.stderr is not None
         for line in child.stderr:
             lines.append(line)
             if line.startswith("batch 0: committed"):
                 committed.set()
 
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
+    def read_stdout() -> None:
+        assert child.stdout is not None
+        out.extend(child.stdout)
+
+    readers = [threading.Thread(target=f, daemon=True) for f in (read_stderr, read_stdout)]
+    for reader in readers:
+        reader.start()
     try:
         assert committed.wait(timeout), "".join(lines)
         child.send_signal(signum)
-        stdout, _ = child.communicate(timeout=timeout)
+        child.wait(timeout=timeout)
     finally:
         if child.poll() is None:
             child.kill()
-    reader.join(timeout=30)
-    return child.returncode, stdout, "".join(lines)
+    for reader in readers:
+        reader.join(timeout=30)
+    return child.returncode, "".join(out), "".join(lines)
 
 
 def landed_once(root: Path, ids: set[str]) -> None:
