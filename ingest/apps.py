@@ -1,37 +1,38 @@
 """App ids and their markers: listing them, and the explicit, recorded way to move one.
 
-Moving a marker is the operator's answer to a lost checkpoint or a re-ingestion. Delta's own
-idempotent-write confs cannot move a marker backwards (a version at or below the marker is
-skipped), so the reset is a commit of a bare SetTransaction action through delta-spark's JVM
-transaction API, with a ledger entry of kind `reset` in the same commit.
+Moving a marker is the operator's answer to a lost checkpoint or a re-ingestion. An app owns three
+markers per table (`quality.markers`: target, quarantine, audit record); a reset moves all three,
+each as a commit of a bare SetTransaction action (`tables.log.commit_markers`) with a ledger entry
+of kind `reset`. The target's commit goes first and names the markers; a reset cut short after
+it is found (`pending_reset`) and finished by the next reset-app or ingest.
 """
 
 from __future__ import annotations
 
-import time
-import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from pyspark.sql import SparkSession
 
-from tables.catalog import require_table
+from quality.markers import Marker, batch_markers
+from tables.catalog import require_table, table_exists
 from tables.errors import ConfigError
+from tables.faults import fault_point
 from tables.identifiers import validate_app_id
 from tables.log import (
-    USER_METADATA_CONF,
-    CommitMetadata,
+    admin_metadata,
+    commit_markers,
+    committed_batch,
     committed_batches,
-    delta_log,
     read_ledger,
-    table_version,
 )
-from tables.session import clone_session, jvm_of
 
 if TYPE_CHECKING:
     from tables.log import LedgerEntry
 
 ResetDirection = Literal["back", "forward", "same"]
+#: How many of the table's latest commits are searched for the app's latest ledger entry.
+_RESET_LOOKBACK = 64
 
 
 @dataclass(frozen=True)
@@ -90,42 +91,90 @@ def validate_reset(current: int | None, target: int, *, force: bool) -> ResetDir
     return direction
 
 
-def reset_app(spark: SparkSession, table: str, app_id: str, to_batch: int) -> int:
-    """Commit a SetTransaction(app_id, to_batch) with a `reset` ledger entry; return its version.
+@dataclass(frozen=True)
+class PendingReset:
+    """A reset whose ledger entry is in the target but whose other markers were not all moved."""
 
-    After it, batches above `to_batch` are treated as new; `-1` means nothing is committed, so a
-    fresh checkpoint may start again at batch 0.
+    table: str
+    app_id: str
+    to_batch: int
+    version: int
+    behind: tuple[tuple[Marker, int], ...]
+
+    def describe(self) -> str:
+        """One line: which reset is half done, and which markers still hold which batch."""
+        markers = ", ".join(
+            f"{m.table} ({m.txn_app_id}) still at {batch}" for m, batch in self.behind
+        )
+        return (
+            f"the reset of app id {self.app_id!r} in {self.table} to batch {self.to_batch} "
+            f"(version {self.version}) is half done: {markers}"
+        )
+
+
+def is_marker_moved(current: int | None, to_batch: int) -> bool:
+    """True if a quarantine or audit marker no longer skips any batch above `to_batch`."""
+    return current is None or current <= to_batch
+
+
+def pending_reset(spark: SparkSession, table: str, app_id: str) -> PendingReset | None:
+    """The app's latest reset, if its ledger entry landed but a marker it moves did not."""
+    entries = read_ledger(spark, table, app_id=app_id, limit=_RESET_LOOKBACK)
+    if not entries or entries[0].meta.kind != "reset":
+        return None
+    latest = entries[0]
+    to_batch = latest.meta.batch_id
+    behind: list[tuple[Marker, int]] = []
+    for marker in batch_markers(table, app_id)[1:]:
+        if not table_exists(spark, marker.table):
+            continue
+        current = committed_batch(spark, marker.table, marker.txn_app_id)
+        if not is_marker_moved(current, to_batch):
+            behind.append((marker, current if current is not None else -1))
+    if not behind:
+        return None
+    return PendingReset(table, app_id, to_batch, latest.version, tuple(behind))
+
+
+def finish_reset(spark: SparkSession, pending: PendingReset) -> None:
+    """Move the markers a half-done reset left behind, each in its own recorded commit."""
+    for marker, _ in pending.behind:
+        meta = admin_metadata(
+            pending.app_id,
+            pending.to_batch,
+            "reset",
+            {"kind": "reset", "marker": marker.role, "reset_version": pending.version},
+        )
+        commit_markers(spark, marker.table, {marker.txn_app_id: pending.to_batch}, meta)
+        fault_point("mid_reset", pending.to_batch)
+
+
+def reset_app(spark: SparkSession, table: str, app_id: str, to_batch: int) -> int:
+    """Move every marker the app owns to `to_batch`; return the version of the target's reset.
+
+    After it, batches above `to_batch` are treated as new in all three tables (target,
+    quarantine, audit record); `-1` means nothing is committed, so a fresh checkpoint may start
+    again at batch 0. Order: the target's commit comes first and is the record of the intent (its
+    ledger entry names every marker the reset moves); the quarantine and audit markers follow,
+    one commit each. A crash between them leaves a ledger entry whose markers are not all moved:
+    `pending_reset` finds it, and a re-run of reset-app or the next ingest finishes it.
     """
     validate_app_id(app_id)
     require_table(spark, table)
-    jvm = jvm_of(spark)
-    meta = CommitMetadata(
-        app_id=app_id,
-        batch_id=to_batch,
-        source={"kind": "reset"},
-        rows_read=0,
-        rows_quarantined=0,
-        content_hash="",
-        commit_token=uuid.uuid4().hex,
-        kind="reset",
+    markers = batch_markers(table, app_id)
+    meta = admin_metadata(
+        app_id,
+        to_batch,
+        "reset",
+        {
+            "kind": "reset",
+            "from": committed_batch(spark, table, app_id),
+            "markers": [[m.table, m.txn_app_id] for m in markers],
+        },
     )
-    clone = clone_session(spark)
-    clone.conf.set(USER_METADATA_CONF, meta.to_json())
-    action = jvm.org.apache.spark.sql.delta.actions.SetTransaction(
-        app_id, to_batch, jvm.scala.Some(int(time.time() * 1000))
-    )
-    actions = jvm.java.util.ArrayList()
-    actions.add(action)
-    operation = getattr(
-        getattr(jvm.org.apache.spark.sql.delta, "DeltaOperations$ManualUpdate$"), "MODULE$"
-    )
-    sessions = jvm.org.apache.spark.sql.SparkSession
-    # The transaction reads userMetadata from the thread's active session: make it the clone.
-    sessions.setActiveSession(clone._jsparkSession)
-    try:
-        delta_log(spark, table).startTransaction().commit(
-            jvm.scala.jdk.javaapi.CollectionConverters.asScala(actions).toSeq(), operation
-        )
-    finally:
-        sessions.setActiveSession(spark._jsparkSession)
-    return table_version(spark, table)
+    version = commit_markers(spark, table, {app_id: to_batch}, meta)
+    fault_point("mid_reset", to_batch)
+    pending = pending_reset(spark, table, app_id)
+    if pending is not None:
+        finish_reset(spark, pending)
+    return version

@@ -1,12 +1,14 @@
 """The `lakehouse` command line: ingest pipelines and inspect tables declared in lakehouse.toml.
 
 Every error is one line on stderr and a non-zero exit code: 1 for terminal errors (fix something
-first), 75 for transient ones (retrying may succeed), 2 for usage errors. Set LAKEHOUSE_DEBUG=1 to
-get the full traceback instead.
+first), 75 for transient ones (retrying may succeed), 2 for usage errors, 130 and 143 for an
+ingest stopped between batches by SIGINT (Ctrl-C) or SIGTERM. Set LAKEHOUSE_DEBUG=1 to get the
+full traceback instead.
 """
 
 from __future__ import annotations
 
+import signal
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -23,10 +25,12 @@ from ingest.cli_common import (
 )
 from ingest.config import assert_pipeline_ready, load_config
 from ingest.output import OutputFormat, render
-from tables.errors import ConfigError, QueryError, first_line
+from ingest.stopping import exit_code, quiet_py4j
+from tables.errors import ConfigError, QueryError, error_summary
 
 if TYPE_CHECKING:
     from ingest.commit import BatchResult
+    from ingest.runner import RunReport
     from quality.audit import CheckResult
 
 app = typer.Typer(
@@ -45,6 +49,7 @@ def _main() -> None:
     # PySpark logs every failed query's context at ERROR on stderr; the CLI reports the error
     # itself, in one line.
     PySparkLogger.getLogger("SQLQueryContextLogger").disabled = True
+    quiet_py4j()
 
 
 @app.command()
@@ -89,9 +94,7 @@ def ingest(
     def show(result: BatchResult) -> None:
         if result.status != "committed":
             where = f"version {result.version}; " if result.version is not None else ""
-            err.print(
-                f"batch {result.batch_id}: {result.status} ({where}{result.note})", markup=False
-            )
+            err.print(f"batch {result.batch_id}: {result.status} ({where}{result.note})")
             return
         err.print(
             f"batch {result.batch_id}: committed (read {result.rows_read}, inserted"
@@ -99,9 +102,7 @@ def ingest(
             f" duplicates in batch {result.rows_duplicate_in_batch},"
             f" quarantined {result.rows_quarantined}, version {result.version}"
             + (f"; {result.note}" if result.note else "")
-            + ")",
-            markup=False,
-            soft_wrap=True,
+            + ")"
         )
 
     def warn(audit: CheckResult) -> None:
@@ -109,23 +110,17 @@ def ingest(
         if audit.status == "repaired":
             err.print(
                 f"batch {audit.batch_id}: later copies of {audit.failing_keys} record key(s) "
-                f"deleted from {audit.table} in a repair commit (e.g. {samples})",
-                markup=False,
-                soft_wrap=True,
+                f"deleted from {audit.table} in a repair commit (e.g. {samples})"
             )
         elif audit.status == "failed" and audit.check.startswith("expect:"):
             err.print(
                 f"batch {audit.batch_id}: {audit.check} failed for {audit.failing_keys} of "
-                f"{audit.checked_keys} rows ({audit.action}; e.g. {samples})",
-                markup=False,
-                soft_wrap=True,
+                f"{audit.checked_keys} rows ({audit.action}; e.g. {samples})"
             )
         elif audit.status == "failed":
             err.print(
                 f"audit of batch {audit.batch_id}: {audit.failing_keys} record key(s) appear more "
-                f"than once in {audit.table} (e.g. {samples})",
-                markup=False,
-                soft_wrap=True,
+                f"than once in {audit.table} (e.g. {samples})"
             )
 
     with err.status(f"ingesting {spec_pipeline.name} into {spec.name}…"):
@@ -139,15 +134,36 @@ def ingest(
             quality_dir=cfg.home / "gx",
             resume_from_log=resume_from_log,
         )
+    if report.finished_reset:
+        err.print(f"{report.finished_reset}; finished it before the run")
+    if report.removed_temp_files:
+        err.print(
+            f"checkpoint {spec_pipeline.checkpoint}: removed {len(report.removed_temp_files)} temp "
+            f"file(s) a killed run left ({', '.join(report.removed_temp_files)})"
+        )
     emit(
         f"{report.pipeline}: {len(report.results)} batches "
         f"({report.count('committed')} committed, {report.count('skipped')} skipped, "
         f"{report.count('empty')} empty), {report.rows_inserted} rows inserted, "
-        f"{report.rows_quarantined} quarantined into {report.table}, "
+        f"{report.rows_quarantined} quarantined into {report.quarantine_table}, "
         f"{len(report.failed_audits)} failed check(s)"
     )
     if report.docs_url:
         emit(f"data docs: {report.docs_url}")
+    if report.stopped_by is not None:
+        err.print(stop_line(report))
+        raise typer.Exit(exit_code(report.stopped_by))
+
+
+def stop_line(report: RunReport) -> str:
+    """The one line a run stopped by a signal prints: where it stopped and where it goes on."""
+    name = signal.Signals(report.stopped_by or signal.SIGINT).name
+    last = max((r.batch_id for r in report.results), default=None)
+    done = f"after batch {last}" if last is not None else "before its first batch"
+    return (
+        f"{report.pipeline}: stopped by {name} between batches, {done}; "
+        "the next run goes on from there"
+    )
 
 
 @app.command()
@@ -161,11 +177,12 @@ def status(
     from tables.catalog import table_detail, table_exists
     from tables.identifiers import validate_table_name
     from tables.log import committed_batches, table_version
+    from tables.spec import quarantine_table_name
 
     validate_table_name(table)
     spark = spark_for(load_config(config, required=False))
     detail = table_detail(spark, table)
-    quarantine = f"{table}_quarantine"
+    quarantine = quarantine_table_name(table)
     row: dict[str, Any] = {
         "table": table,
         "version": table_version(spark, table),
@@ -229,16 +246,18 @@ def quality(
     Great Expectations' Data Docs have been built, their index page is printed too.
     """
     from quality.audit import recent_results
+    from tables.catalog import require_table
     from tables.identifiers import validate_table_name
 
     validate_table_name(table)
     cfg = load_config(config, required=False)
     spark = spark_for(cfg)
+    require_table(spark, table)
     rows = recent_results(spark, table, limit)
     emit(render(rows, format, title=f"quality of {table}") if rows else "no audit recorded")
     docs = cfg.home / "gx" / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
     if docs.exists():
-        err.print(f"data docs: {docs.resolve().as_uri()}", markup=False, soft_wrap=True)
+        err.print(f"data docs: {docs.resolve().as_uri()}")
 
 
 @app.command()
@@ -287,21 +306,54 @@ def check(
 def sql(
     query: Annotated[str, typer.Argument(help="A Spark SQL statement; tables by name.")],
     limit: Annotated[int, typer.Option(min=1, help="Print at most this many rows.")] = 1000,
+    allow_writes: Annotated[
+        bool,
+        typer.Option(
+            "--allow-writes", help="Operators: also run writes, DDL and commands (asks first)."
+        ),
+    ] = False,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Answer yes to the --allow-writes confirmation.")
+    ] = False,
     format: FormatOption = OutputFormat.table,
     config: ConfigOption = None,
 ) -> None:
-    """Run a SQL statement against the lakehouse catalog and print its result."""
+    """Run one SQL statement against the lakehouse catalog and print its result.
+
+    Read-only by default: queries (with CTEs, subqueries and views), SHOW, DESCRIBE and EXPLAIN
+    run; writes, DDL, SET/RESET, ADD JAR/FILE, reflect/java_method and file paths outside the
+    lakehouse home are refused before anything runs, decided on Spark's analysed plan by the same
+    rule as `lakehouse serve`. --allow-writes runs a refused statement after a confirmation
+    (--yes answers it); writes made this way are not in the ledger.
+    """
+    from tables.readonly import assert_guarded, read_only_session, refusal
     from tables.warehouse import register_all
 
     spark = spark_for(load_config(config, required=False))
     register_all(spark)
+    assert_guarded(spark)
     try:
-        frame = spark.sql(query)
+        try:
+            frame = read_only_session(spark).sql(query)
+        except Exception as exc:
+            reason = refusal(exc)
+            if reason is None:
+                raise
+            if not allow_writes:
+                raise QueryError(
+                    f"refused: {reason}; `lakehouse sql` runs queries, SHOW, DESCRIBE and "
+                    "EXPLAIN (--allow-writes runs anything, after a confirmation)"
+                ) from None
+            if not yes:
+                typer.confirm(
+                    f"This statement is not read-only ({reason}). Run it?", abort=True, err=True
+                )
+            frame = spark.sql(query)
         names = frame.columns
         rows = [r.asDict(recursive=True) for r in frame.limit(limit).collect()]
     except Exception as exc:
         if type(exc).__module__.startswith("pyspark"):
-            raise QueryError(f"SQL failed: {first_line(exc)}") from exc
+            raise QueryError(f"SQL failed: {error_summary(exc)}") from exc
         raise
     emit(render(rows, format, columns=names) if names else "OK")
 

@@ -204,19 +204,26 @@ def reset_app(
     yes: YesOption = False,
     config: ConfigOption = None,
 ) -> None:
-    """Move an app's committed-batch marker, recorded in the log as a `reset` commit.
+    """Move an app's committed-batch markers, recorded in the log as `reset` commits.
 
     For example after a lost checkpoint: `--to-batch -1` lets a fresh checkpoint start at batch
-    0 again. Moving back re-admits batches (their rows may land again if read again); moving
-    forward skips batches and needs --force.
+    0 again. All three markers the app owns move: the target's, its quarantine table's and its
+    audit record's, so re-run batches land their rejected rows and findings too. A reset cut
+    short is reported and finished first. Moving back re-admits batches (their rows may land
+    again if read again); moving forward skips batches and needs --force.
     """
+    from ingest.apps import finish_reset, pending_reset, validate_reset
     from ingest.apps import reset_app as run_reset
-    from ingest.apps import validate_reset
     from tables.log import committed_batch
 
     validate_table_name(table)
     validate_app_id(app_id)
     spark = spark_for(load_config(config, required=False))
+    pending = pending_reset(spark, table, app_id)
+    if pending is not None:
+        err.print(f"{pending.describe()}; finishing it")
+        finish_reset(spark, pending)
+        emit(f"{table}: finished the reset of {app_id} to batch {pending.to_batch}")
     current = committed_batch(spark, table, app_id)
     direction = validate_reset(current, to_batch, force=force)
     if direction == "same":
@@ -224,9 +231,13 @@ def reset_app(
         return
     if not yes:
         typer.confirm(
-            f"Move the marker of {app_id} in {table} from {current} to {to_batch} ({direction})?",
+            f"Move the markers of {app_id} in {table} (target, quarantine, audit record) from "
+            f"{current} to {to_batch} ({direction})?",
             abort=True,
             err=True,
         )
     version = run_reset(spark, table, app_id, to_batch)
-    emit(f"{table}: marker of {app_id} moved from {current} to {to_batch} (version {version})")
+    emit(
+        f"{table}: marker of {app_id} moved from {current} to {to_batch} (version {version}); "
+        "its quarantine and audit markers no longer skip the batches above it"
+    )

@@ -13,7 +13,7 @@ from rich.console import Console
 
 from ingest.config import LakehouseConfig
 from ingest.output import OutputFormat
-from tables.errors import LakehouseError, first_line
+from tables.errors import LakehouseError, error_summary
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -23,8 +23,11 @@ R = TypeVar("R")
 
 EXIT_TERMINAL = 1
 EXIT_TRANSIENT = 75
+EXIT_INTERRUPTED = 130
 
-err = Console(stderr=True, highlight=False)
+#: Progress and batch lines: never wrapped (one line per batch whatever the terminal's width,
+#: also when stderr is a file or a pipe, where Rich would wrap at 80 columns), no markup.
+err = Console(stderr=True, highlight=False, markup=False, emoji=False, soft_wrap=True)
 
 ConfigOption = Annotated[
     Path | None,
@@ -46,6 +49,9 @@ def handle_errors(func: Callable[P, R]) -> Callable[P, R]:
             return func(*args, **kwargs)
         except (typer.Exit, typer.Abort):
             raise
+        except KeyboardInterrupt as exc:
+            err.print("error: interrupted before the command finished", markup=False)
+            raise typer.Exit(EXIT_INTERRUPTED) from exc
         except LakehouseError as exc:
             if os.environ.get("LAKEHOUSE_DEBUG"):
                 raise
@@ -54,8 +60,9 @@ def handle_errors(func: Callable[P, R]) -> Callable[P, R]:
         except Exception as exc:
             if os.environ.get("LAKEHOUSE_DEBUG"):
                 raise
+            summary = error_summary(exc)
             err.print(
-                f"error: {type(exc).__name__}: {first_line(exc)} (LAKEHOUSE_DEBUG=1 for details)",
+                f"error: {type(exc).__name__}: {summary} (LAKEHOUSE_DEBUG=1 for details)",
                 markup=False,
                 soft_wrap=True,
             )

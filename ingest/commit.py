@@ -54,6 +54,7 @@ from quality.malformed import (
     landable_rows,
     with_raw_record,
 )
+from quality.markers import batch_markers
 from quality.quarantine import REASON_COLUMN, ensure_quarantine_table, write_quarantine
 from tables.catalog import require_table, schema_differences, table_detail
 from tables.errors import (
@@ -65,18 +66,18 @@ from tables.errors import (
     LakehouseError,
     SchemaMismatchError,
     TerminalError,
+    error_summary,
     first_line,
 )
 from tables.faults import fault_during_write, fault_point
 from tables.identifiers import validate_app_id
 from tables.log import (
-    USER_METADATA_CONF,
     CommitMetadata,
     LedgerEntry,
+    commit_session,
     committed_batch,
     find_ledger_entry,
 )
-from tables.session import clone_session
 from tables.spec import APP_ID_COLUMN, BATCH_ID_COLUMN, INGESTED_AT_COLUMN, TableSpec
 
 if TYPE_CHECKING:
@@ -372,7 +373,7 @@ def error_kind_of(exc: BaseException) -> LakehouseError:
         return CommitConflictError(f"concurrent commit won: {first_line(exc)}")
     if "Py4JNetworkError" in names or isinstance(exc, ConnectionError):
         return CommitOutcomeUnknownError(f"commit call failed: {first_line(exc)}")
-    return TerminalError(f"commit failed: {first_line(exc)}")
+    return TerminalError(f"commit failed: {error_summary(exc)}")
 
 
 def _skip_committed(
@@ -448,12 +449,9 @@ def _merge(
     spark: SparkSession, table: str, source: DataFrame, condition: str, meta: CommitMetadata
 ) -> bool:
     """Run the batch's insert-only MERGE with its txn markers; False if Delta skipped it."""
-    confs = {
-        TXN_APP_ID_CONF: meta.app_id,
-        TXN_VERSION_CONF: str(meta.batch_id),
-        USER_METADATA_CONF: meta.to_json(),
-    }
-    return run_merge(spark, table, source, condition, confs) is not None
+    marker = batch_markers(table, meta.app_id)[0]
+    confs = {TXN_APP_ID_CONF: marker.txn_app_id, TXN_VERSION_CONF: str(meta.batch_id)}
+    return run_merge(spark, table, source, condition, meta, confs) is not None
 
 
 def run_merge(
@@ -461,23 +459,22 @@ def run_merge(
     table: str,
     source: DataFrame,
     condition: str,
-    confs: Mapping[str, str],
+    meta: CommitMetadata,
+    confs: Mapping[str, str] | None = None,
     *,
     replace_scope: str | None = None,
 ) -> dict[str, int] | None:
-    """MERGE `source` into `table` in a session clone carrying `confs`; None if Delta skipped.
+    """MERGE `source` into `table` with `meta`'s ledger entry and `confs`; None if Delta skipped.
 
-    A clone per commit keeps two commits running at once from one session from reading each
-    other's txn markers and userMetadata (see `clone_session`).
+    A session per commit (`commit_session`) keeps two commits running at once from one session
+    from reading each other's txn markers and userMetadata.
     Without `replace_scope` the MERGE only inserts rows not matched; with it, matched rows within
     the scope are updated and rows within the scope that the source lacks are deleted, in the
     same commit.
     """
     from delta.tables import DeltaTable
 
-    clone = clone_session(spark)
-    for key, value in confs.items():
-        clone.conf.set(key, value)
+    clone = commit_session(spark, meta, confs)
     builder = (
         DeltaTable.forName(clone, table)
         .alias(TARGET_ALIAS)

@@ -13,6 +13,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 
 class OutputFormat(StrEnum):
@@ -59,11 +60,12 @@ def render(
                 ]
             )
         return buffer.getvalue().rstrip("\n")
-    table = Table(title=title, show_lines=False)
+    # Values are data, never Rich markup or emoji codes: `root:x:0:0` stays text, `[/]` too.
+    table = Table(title=Text(title) if title is not None else None, show_lines=False)
     for name in names:
-        table.add_column(name, overflow="fold")
+        table.add_column(Text(name), overflow="fold")
     for r in rows:
-        table.add_row(*["" if r.get(n) is None else str(_plain(r.get(n))) for n in names])
+        table.add_row(*[Text("" if r.get(n) is None else str(_plain(r.get(n)))) for n in names])
     out = console or Console(width=160, record=True, file=io.StringIO())
     out.print(table)
     return out.export_text().rstrip("\n")

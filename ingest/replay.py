@@ -14,9 +14,8 @@ replayed and the error names the batch and the files.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -43,9 +42,8 @@ from tables.errors import ConfigError, TerminalError
 from tables.faults import fault_point
 from tables.identifiers import validate_app_id
 from tables.log import (
-    USER_METADATA_CONF,
-    CommitMetadata,
     LedgerEntry,
+    admin_metadata,
     read_ledger,
     recorded_offsets,
 )
@@ -236,27 +234,16 @@ def _apply(
     condition: str,
 ) -> ReplayResult:
     app_id, batch_id = plan.entry.meta.app_id, plan.batch_id
-    meta = CommitMetadata(
-        app_id=app_id,
-        batch_id=batch_id,
-        source=dict(plan.entry.meta.source),
+    meta = replace(
+        admin_metadata(app_id, batch_id, mode, dict(plan.entry.meta.source)),
         rows_read=total + rejected,
         rows_quarantined=rejected,
         content_hash=plan.entry.meta.content_hash,
-        commit_token=uuid.uuid4().hex,
-        kind=mode,
     )
     source = with_lineage(rows, app_id, batch_id, datetime.now(UTC))
     scope = batch_scope(app_id, batch_id) if mode == "replace" else None
     fault_point("before_write", batch_id)
-    metrics = run_merge(
-        spark,
-        spec.name,
-        source,
-        condition,
-        {USER_METADATA_CONF: meta.to_json()},
-        replace_scope=scope,
-    )
+    metrics = run_merge(spark, spec.name, source, condition, meta, replace_scope=scope)
     fault_point("after_commit", batch_id)
     metrics = metrics or {}
     inserted = metrics.get("num_inserted_rows", 0)

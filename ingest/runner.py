@@ -3,6 +3,9 @@
 One checkpoint location per app id. Before the stream starts, the runner compares the checkpoint
 with the log: an empty checkpoint for an app the table already holds batches of means the
 checkpoint was lost, and the run stops with both numbers instead of re-numbering batches from 0.
+The run holds its checkpoint (`ingest.checkpoint`: one run at a time, a killed run's temp files
+removed), finishes a reset of its app that was cut short (`ingest.apps.pending_reset`), and stops
+between batches on SIGINT or SIGTERM (`ingest.stopping`).
 """
 
 from __future__ import annotations
@@ -14,12 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark import StorageLevel
 
+from ingest.apps import finish_reset, pending_reset
+from ingest.checkpoint import hold_checkpoint
 from ingest.commit import BatchResult, commit_batch
 from ingest.config.checks import assert_pipeline_ready
 from ingest.decisions import is_checkpoint_lost
 from ingest.kafka import KAFKA_COLUMNS, KafkaSource, offset_ranges, read_kafka_stream
 from ingest.resume import read_batch_base, resume_point, write_batch_base
 from ingest.sources import FileSource, read_stream
+from ingest.stopping import StopRequest, StopRequested, stop_on_signals
 from ingest.triggers import parse_trigger
 from quality.audit import (
     CheckResult,
@@ -33,6 +39,7 @@ from quality.audit import (
     should_repair,
 )
 from quality.expectations import ExpectationGate
+from quality.markers import batch_markers
 from quality.quarantine import ensure_quarantine_table
 from tables.catalog import ensure_table
 from tables.errors import (
@@ -40,7 +47,7 @@ from tables.errors import (
     DuplicatesFoundError,
     LakehouseError,
     TerminalError,
-    first_line,
+    error_summary,
 )
 from tables.faults import fault_point
 from tables.log import committed_batch
@@ -65,6 +72,10 @@ class RunReport:
     results: list[BatchResult] = field(default_factory=list)
     audits: list[CheckResult] = field(default_factory=list)
     docs_url: str | None = None
+    quarantine_table: str = ""
+    stopped_by: int | None = None
+    removed_temp_files: tuple[str, ...] = ()
+    finished_reset: str | None = None
 
     def count(self, status: str) -> int:
         """How many batches ended with `status`."""
@@ -110,7 +121,8 @@ def audit_after_commit(
     ]
     if should_repair(audit):
         results.append(repair_duplicates(spark, spec, audit))
-    record(spark, results, txn=(f"audit.{spec.name}.{result.app_id}", result.batch_id))
+    audit_marker = batch_markers(spec.name, result.app_id)[2]
+    record(spark, results, txn=(audit_marker.txn_app_id, result.batch_id))
     if should_hold(audit):
         raise DuplicatesFoundError(held_message(spec.name, audit.as_row()))
     return results
@@ -181,38 +193,90 @@ def run_pipeline(
         raise TerminalError(f"landing directory {source.path} does not exist")
     ensure_table(spark, spec)
     ensure_quarantine_table(spark, spec)
-    schema = spec.data_schema(spark)
-    starting_offsets = None
+    report = RunReport(
+        pipeline.name, pipeline.app_id, spec.name, quarantine_table=spec.quarantine_name
+    )
+    pending = pending_reset(spark, spec.name, pipeline.app_id)
+    if pending is not None:
+        finish_reset(spark, pending)
+        report.finished_reset = pending.describe()
+    with hold_checkpoint(spark, pipeline.checkpoint) as removed, stop_on_signals() as stop:
+        report.removed_temp_files = tuple(removed)
+        starting_offsets = _prepare_checkpoint(spark, pipeline, spec, resume_from_log)
+        assert_not_held(spark, spec)
+        if stop.requested:
+            report.stopped_by = stop.signum
+            return report
+        _run_stream(
+            spark,
+            pipeline,
+            spec,
+            report,
+            stop,
+            trigger_args,
+            starting_offsets,
+            on_batch=on_batch,
+            on_audit=on_audit,
+            quality_dir=quality_dir,
+        )
+    if report.results and report.stopped_by is None:
+        fault_point("after_checkpoint", report.results[-1].batch_id)
+    return report
+
+
+def _prepare_checkpoint(
+    spark: SparkSession, pipeline: PipelineSpec, spec: TableSpec, resume_from_log: bool
+) -> str | None:
+    """Check the checkpoint against the log (or resume a Kafka one from it): starting offsets."""
+    source = pipeline.source
     resumable = resume_from_log and not checkpoint_has_offsets(spark, pipeline.checkpoint)
     if isinstance(source, KafkaSource) and resumable:
         point = resume_point(spark, spec, pipeline.app_id, source)
         if point is not None:
             write_batch_base(spark, pipeline.checkpoint, point.batch_base)
-            starting_offsets = point.starting_offsets
-    else:
-        assert_checkpoint_matches_log(spark, spec, pipeline.app_id, pipeline.checkpoint)
+            return point.starting_offsets
+        return None
+    assert_checkpoint_matches_log(spark, spec, pipeline.app_id, pipeline.checkpoint)
+    return None
+
+
+def _run_stream(
+    spark: SparkSession,
+    pipeline: PipelineSpec,
+    spec: TableSpec,
+    report: RunReport,
+    stop: StopRequest,
+    trigger_args: Mapping[str, Any],
+    starting_offsets: str | None,
+    *,
+    on_batch: BatchCallback | None,
+    on_audit: Callable[[CheckResult], None] | None,
+    quality_dir: Path | None,
+) -> None:
+    """Run the stream until its trigger ends it, it fails, or a stop signal stops it."""
+    source = pipeline.source
+    schema = spec.data_schema(spark)
     batch_base = read_batch_base(spark, pipeline.checkpoint)
-    assert_not_held(spark, spec)
     gate = ExpectationGate(spec, quality_dir) if spec.expectations else None
-    report = RunReport(pipeline.name, pipeline.app_id, spec.name)
     failures: list[BaseException] = []
 
     def handle(batch: DataFrame, batch_id: int) -> None:
         try:
-            if report.results:  # Spark checkpointed the previous batch before starting this one
-                fault_point("after_checkpoint", report.results[-1].batch_id)
-            result = _commit_stream_batch(batch, batch_base + batch_id, pipeline, spec, gate)
-            report.results.append(result)
-            if on_batch is not None:
-                on_batch(result)
-            audits = audit_after_commit(batch.sparkSession, spec, result)
+            with stop.batch(batch_id):
+                if report.results:  # Spark checkpointed the previous batch before this one
+                    fault_point("after_checkpoint", report.results[-1].batch_id)
+                result = _commit_stream_batch(batch, batch_base + batch_id, pipeline, spec, gate)
+                report.results.append(result)
+                if on_batch is not None:
+                    on_batch(result)
+                audits = audit_after_commit(batch.sparkSession, spec, result)
+                for audit in audits:
+                    report.audits.append(audit)
+                    if on_audit is not None:
+                        on_audit(audit)
         except BaseException as exc:
             failures.append(exc)
             raise
-        for audit in audits:
-            report.audits.append(audit)
-            if on_audit is not None:
-                on_audit(audit)
 
     if isinstance(source, KafkaSource):
         stream = read_kafka_stream(spark, source, schema, starting_offsets_json=starting_offsets)
@@ -228,20 +292,33 @@ def run_pipeline(
         .start()
     )
     try:
-        query.awaitTermination()
-    except KeyboardInterrupt:
-        query.stop()
+        while not query.awaitTermination(_WAIT_SECONDS):
+            if stop.requested:
+                stop.stop_between_batches(
+                    query, lambda batch: _is_checkpointed(spark, pipeline.checkpoint, batch)
+                )
+                break
     except Exception as exc:
-        if failures and isinstance(failures[0], LakehouseError):
+        if stop.requested and all(isinstance(f, StopRequested) for f in failures):
+            pass
+        elif failures and isinstance(failures[0], LakehouseError):
             raise failures[0] from exc
-        cause = failures[0] if failures else exc
-        raise TerminalError(f"stream {pipeline.name} failed: {first_line(cause)}") from exc
+        else:
+            cause = failures[0] if failures else exc
+            raise TerminalError(f"stream {pipeline.name} failed: {error_summary(cause)}") from exc
     finally:
         if gate is not None and report.results:
             report.docs_url = gate.build_docs()
-    if report.results:
-        fault_point("after_checkpoint", report.results[-1].batch_id)
-    return report
+    report.stopped_by = stop.signum
+
+
+_WAIT_SECONDS = 1
+
+
+def _is_checkpointed(spark: SparkSession, checkpoint: str, batch_id: int) -> bool:
+    """True once Spark's commit log holds the stream batch (its checkpoint is complete)."""
+    fs, path = hadoop_path(spark, f"{checkpoint.rstrip('/')}/commits/{batch_id}")
+    return bool(fs.exists(path))
 
 
 def _commit_stream_batch(

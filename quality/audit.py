@@ -21,7 +21,6 @@ carries Delta's per-write txn options, so a re-run batch does not record its aud
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -32,9 +31,8 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from tables.catalog import create_table, table_exists
-from tables.log import USER_METADATA_CONF, CommitMetadata
+from tables.log import admin_metadata, commit_session
 from tables.scan import files_scanned
-from tables.session import clone_session
 from tables.spec import APP_ID_COLUMN, BATCH_ID_COLUMN, INGESTED_AT_COLUMN, parse_struct
 
 if TYPE_CHECKING:
@@ -221,18 +219,13 @@ def repair_duplicates(spark: SparkSession, spec: TableSpec, audit: CheckResult) 
         .where(F.col("copy") > 1)
         .drop("copy")
     )
-    meta = CommitMetadata(
-        app_id=audit.app_id or REPAIR_APP_ID,
-        batch_id=audit.batch_id if audit.batch_id is not None else (audit.version or 0),
-        source={"kind": "repair", "check": audit.check, "keys": list(audit.sample_keys)},
-        rows_read=0,
-        rows_quarantined=0,
-        content_hash="",
-        commit_token=uuid.uuid4().hex,
-        kind="repair",
+    meta = admin_metadata(
+        audit.app_id or REPAIR_APP_ID,
+        audit.batch_id if audit.batch_id is not None else (audit.version or 0),
+        "repair",
+        {"kind": "repair", "check": audit.check, "keys": list(audit.sample_keys)},
     )
-    clone = clone_session(spark)
-    clone.conf.set(USER_METADATA_CONF, meta.to_json())
+    clone = commit_session(spark, meta)
     on = " AND ".join(f"t.`{c}` <=> s.`{c}`" for c in (*spec.keys, APP_ID_COLUMN, BATCH_ID_COLUMN))
     (
         DeltaTable.forName(clone, spec.name)

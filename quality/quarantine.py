@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
+from quality.markers import batch_markers
 from tables.catalog import create_table, table_detail
 from tables.faults import fault_during_write
 from tables.spec import (
@@ -69,14 +70,16 @@ def write_quarantine(
         F.col(SOURCE_COLUMN),
     )
 
+    marker = batch_markers(spec.name, app_id)[1]
+
     def location() -> str:
-        return table_detail(rejected.sparkSession, spec.quarantine_name).location
+        return table_detail(rejected.sparkSession, marker.table).location
 
     with fault_during_write("mid_quarantine", batch_id, location):
         (
             rows.write.format("delta")
             .mode("append")
-            .option("txnAppId", app_id)
+            .option("txnAppId", marker.txn_app_id)
             .option("txnVersion", batch_id)
-            .saveAsTable(spec.quarantine_name)
+            .saveAsTable(marker.table)
         )

@@ -7,11 +7,17 @@ Callers decide on `kind`, never on message text; the CLI maps the kind to an exi
 
 from __future__ import annotations
 
+import re
 from typing import ClassVar, Literal
 
 ErrorKind = Literal["terminal", "transient"]
 #: A key inside a config document: `("tables", "events", "expectations", 0, "column")`.
 KeyPath = tuple[str | int, ...]
+#: The start of the line Spark adds to an error to say how to fix it.
+_HINT = re.compile(
+    r"^(Please|Hint|Did you mean|Consider|To fix|To avoid|You (can|may|should|must)|Try|If you|"
+    r"Set |Use |Remove |Change |Specify |Make sure|Check |Delete |Either )"
+)
 
 
 class LakehouseError(Exception):
@@ -73,6 +79,10 @@ class QueryError(TerminalError):
     """A SQL statement failed to parse or analyse."""
 
 
+class ReadOnlyStatementError(TerminalError):
+    """A `lakehouse sql` statement does more than read, and writes were not allowed."""
+
+
 class BatchContentMismatchError(TerminalError):
     """A batch id already committed for an app id arrived again with different content."""
 
@@ -111,3 +121,17 @@ def first_line(exc: BaseException) -> str:
         if line.strip():
             return line.strip()
     return type(exc).__name__
+
+
+def error_summary(exc: BaseException, limit: int = 600) -> str:
+    """The error's first line plus Spark's how-to-fix line where it has one, compact.
+
+    Spark puts its hint (`Please either use a new checkpoint location, ...`) on the line after the
+    error; plans and stack traces follow, and are dropped.
+    """
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    kept = lines[:2] if len(lines) > 1 and _HINT.match(lines[1]) else lines[:1]
+    text = " ".join(kept)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -14,6 +14,9 @@ Points, in the order a batch reaches them:
 - `before_audit`: committed, not yet audited (the audit precedes the stream checkpoint);
 - `after_checkpoint`: Spark wrote the stream checkpoint of the batch, the next batch not begun.
 
+And one of `lakehouse reset-app` (its "batch" is the batch id the markers move to):
+- `mid_reset`: a marker of the reset is committed, the next one is not.
+
 The two "files written, log entry not" points are watched: while the write runs, a thread lists
 the table directory and fires once a new data file appears, which is the pre-commit state of a
 two-phase commit. A thread cannot raise into the write, so those two points take only the process
@@ -49,6 +52,9 @@ FaultPoint = Literal[
     "before_audit",
     "after_checkpoint",
 ]
+#: Points of the operator commands, outside the batch path the crash matrix walks.
+AdminFaultPoint = Literal["mid_reset"]
+ALL_POINTS: tuple[str, ...] = (*get_args(FaultPoint), *get_args(AdminFaultPoint))
 FaultAction = Literal["raise", "exit", "kill", "term", "stall"]
 ENV_VAR = "LAKEHOUSE_FAULT"
 SEED_ENV_VAR = "LAKEHOUSE_FAULT_SEED"
@@ -58,13 +64,14 @@ PROCESS_ACTIONS: frozenset[str] = frozenset({"exit", "kill", "term", "stall"})
 _WATCH_INTERVAL_SECONDS = 0.005
 _TERM_GRACE_SECONDS = 30
 _rolls: dict[str, random.Random] = {}
+_term_injected = threading.Event()
 
 
 @dataclass(frozen=True)
 class FaultRule:
     """One armed fault: where, what, and optionally on which batch or how often."""
 
-    point: FaultPoint
+    point: FaultPoint | AdminFaultPoint
     action: FaultAction
     batch_id: int | None = None
     percent: float | None = None
@@ -85,10 +92,10 @@ def parse_rules(text: str) -> tuple[FaultRule, ...]:
         spec, _, percent = raw.partition("%")
         spec, _, batch = spec.partition("@")
         point, _, action = spec.partition(":")
-        if point not in get_args(FaultPoint) or action not in get_args(FaultAction):
+        if point not in ALL_POINTS or action not in get_args(FaultAction):
             raise ConfigError(
                 f"invalid {ENV_VAR} rule {raw!r}: expected point:action with point in "
-                f"{get_args(FaultPoint)} and action in {get_args(FaultAction)}"
+                f"{ALL_POINTS} and action in {get_args(FaultAction)}"
             )
         if point in WATCHED_POINTS and action not in PROCESS_ACTIONS:
             raise ConfigError(
@@ -109,7 +116,7 @@ def parse_rules(text: str) -> tuple[FaultRule, ...]:
     return tuple(rules)
 
 
-def armed_rule(point: FaultPoint, batch_id: int) -> FaultRule | None:
+def armed_rule(point: FaultPoint | AdminFaultPoint, batch_id: int) -> FaultRule | None:
     """The rule that fires at `point` for `batch_id` this time, if any (rolls its percent once)."""
     text = os.environ.get(ENV_VAR)
     if not text:
@@ -121,7 +128,7 @@ def armed_rule(point: FaultPoint, batch_id: int) -> FaultRule | None:
     return next((rule for rule in rules if rule.matches(point, batch_id, roll)), None)
 
 
-def fault_point(point: FaultPoint, batch_id: int) -> None:
+def fault_point(point: FaultPoint | AdminFaultPoint, batch_id: int) -> None:
     """Fire any fault armed for `point` and `batch_id`; a no-op unless LAKEHOUSE_FAULT is set."""
     rule = armed_rule(point, batch_id)
     if rule is not None:
@@ -196,6 +203,7 @@ def fire(rule: FaultRule, batch_id: int) -> None:
     if rule.action == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
     if rule.action == "term":
+        _term_injected.set()
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(_TERM_GRACE_SECONDS)  # a handler someone installed may delay the end
         os._exit(143)
@@ -203,6 +211,15 @@ def fire(rule: FaultRule, batch_id: int) -> None:
         _stop_own_group()
         return
     os._exit(137)
+
+
+def is_term_injected() -> bool:
+    """True once a `term` fault sent this process its SIGTERM.
+
+    A run that stops gracefully on SIGTERM lets this one end the process at once, as the fault
+    means a SIGTERM that kills at that very place.
+    """
+    return _term_injected.is_set()
 
 
 def _stop_own_group() -> None:

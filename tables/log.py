@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import re
+import time
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -21,7 +23,7 @@ from pyspark.sql import SparkSession
 
 from tables.catalog import require_table
 from tables.errors import DamagedLogError, first_line
-from tables.session import jvm_of
+from tables.session import clone_session, jvm_of
 
 T = TypeVar("T")
 LEDGER_FORMAT = 1
@@ -113,6 +115,72 @@ class LedgerEntry:
             "content_hash": self.meta.content_hash,
             "committed_at": self.committed_at.isoformat(sep=" ", timespec="seconds"),
         }
+
+
+def admin_metadata(
+    app_id: str, batch_id: int, kind: CommitKind, source: Mapping[str, Any]
+) -> CommitMetadata:
+    """The ledger entry of an operator's commit (reset, repair, replay): no rows read by it."""
+    return CommitMetadata(
+        app_id=app_id,
+        batch_id=batch_id,
+        source=source,
+        rows_read=0,
+        rows_quarantined=0,
+        content_hash="",
+        commit_token=uuid.uuid4().hex,
+        kind=kind,
+    )
+
+
+def commit_session(
+    spark: SparkSession,
+    meta: CommitMetadata | None = None,
+    confs: Mapping[str, str] | None = None,
+) -> SparkSession:
+    """A session clone carrying one commit's userMetadata and per-commit confs, and nothing else.
+
+    Delta reads userMetadata, txn markers and the vacuum retention check from session confs
+    (delta-io/delta#3934): set on a clone, they stay with the one commit. Every commit of this
+    project that records a ledger entry or sets such a conf runs in a session from here.
+    """
+    clone = clone_session(spark)
+    if meta is not None:
+        clone.conf.set(USER_METADATA_CONF, meta.to_json())
+    for key, value in (confs or {}).items():
+        clone.conf.set(key, value)
+    return clone
+
+
+def commit_markers(
+    spark: SparkSession, table: str, markers: Mapping[str, int], meta: CommitMetadata
+) -> int:
+    """Commit bare SetTransaction actions (txnAppId -> version) with a ledger entry; the version.
+
+    Delta's per-write txn options cannot move a marker back (a version at or below the marker is
+    skipped), so an explicit move is a commit of the actions themselves through delta-spark's JVM
+    transaction API. The transaction reads userMetadata from the thread's active session, so the
+    commit session is made active for the call.
+    """
+    require_table(spark, table)
+    jvm = jvm_of(spark)
+    now = jvm.scala.Some(int(time.time() * 1000))
+    actions = jvm.java.util.ArrayList()
+    for app_id, version in markers.items():
+        actions.add(jvm.org.apache.spark.sql.delta.actions.SetTransaction(app_id, version, now))
+    operation = getattr(
+        getattr(jvm.org.apache.spark.sql.delta, "DeltaOperations$ManualUpdate$"), "MODULE$"
+    )
+    clone = commit_session(spark, meta)
+    sessions = jvm.org.apache.spark.sql.SparkSession
+    sessions.setActiveSession(clone._jsparkSession)
+    try:
+        delta_log(spark, table).startTransaction().commit(
+            jvm.scala.jdk.javaapi.CollectionConverters.asScala(actions).toSeq(), operation
+        )
+    finally:
+        sessions.setActiveSession(spark._jsparkSession)
+    return table_version(spark, table)
 
 
 def recorded_offsets(source: Mapping[str, Any]) -> Mapping[str, Any] | None:

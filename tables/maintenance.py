@@ -18,7 +18,8 @@ from pyspark.sql import SparkSession
 from tables.catalog import table_detail
 from tables.errors import ConfigError, TerminalError
 from tables.identifiers import quote_identifier, validate_column_name, validate_table_name
-from tables.session import clone_session, hadoop_path
+from tables.log import commit_session
+from tables.session import hadoop_path
 from tables.spec import parse_interval
 
 if TYPE_CHECKING:
@@ -104,9 +105,8 @@ def vacuum(
     retention = table_retention(dict(detail.properties))
     retain = math.ceil(hours(retention)) if retain_hours is None else retain_hours
     check_vacuum_retention(retain, retention, replay_window, force=force)
-    clone = clone_session(spark)
-    if retain < hours(retention):
-        clone.conf.set(RETENTION_CHECK_CONF, "false")
+    below = retain < hours(retention)
+    clone = commit_session(spark, confs={RETENTION_CHECK_CONF: "false"} if below else None)
     statement = f"VACUUM {quote_identifier(table)} RETAIN {int(retain)} HOURS"
     files = tuple(str(r["path"]) for r in clone.sql(f"{statement} DRY RUN").collect())
     _assert_inside(files, detail.location)

@@ -315,7 +315,7 @@ class TableSpec:
     @property
     def quarantine_name(self) -> str:
         """The name of this table's quarantine table."""
-        return f"{self.name}_quarantine"
+        return quarantine_table_name(self.name)
 
     @property
     def table_partitions(self) -> tuple[str, ...]:
@@ -362,3 +362,8 @@ class TableSpec:
 
         lineage = parse_struct(LINEAGE_DDL)
         return StructType([*lineage.fields, *self.data_schema(spark).fields])
+
+
+def quarantine_table_name(table: str) -> str:
+    """The quarantine table of `table`: `<table>_quarantine`, in the same database."""
+    return f"{table}_quarantine"

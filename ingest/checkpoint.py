@@ -1,0 +1,131 @@
+"""A stream checkpoint held by one run at a time, and recovered from a killed run's temp files.
+
+Spark writes each offsets, commits and source-log entry as `.<batch>.<uuid>.tmp` (with a
+`..<batch>.<uuid>.tmp.crc` checksum on a local file system) and renames it into place. A run
+killed during that write leaves the temp file behind; for batch 0, Spark then refuses the
+checkpoint on every later run (STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY), so the pipeline is stuck
+for good.
+
+Such a file can be deleted safely only if no other run is writing into the checkpoint: a live
+writer's temp file looks the same. "In use" is decided by a lock, not by a guess on file ages: a
+run holds an exclusive `flock` on `<checkpoint>/.lakehouse.lock` for as long as its stream runs.
+The kernel releases it when the process ends in any way (a SIGKILL included), so a lock that can
+be taken means no live run holds the checkpoint, whichever host's process it was, as far as the
+file system's locks reach (local disks and NFS). A second run on the same checkpoint stops with
+one line instead of racing the first. On a store without such locks (s3://, abfss://, ...) temp
+files are never deleted: the run stops with one line naming them and the fix.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlparse
+
+from tables.errors import TerminalError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+LOCK_FILE = ".lakehouse.lock"
+#: The metadata logs of a stateless stream checkpoint (sources/<n> holds one per source).
+LOG_DIRECTORIES = ("offsets", "commits", "sources")
+_TEMP_FILE = re.compile(
+    r"\.{1,2}\d+\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.tmp(\.crc)?"
+)
+
+
+class CheckpointInUseError(TerminalError):
+    """Another live run holds the stream checkpoint."""
+
+
+def is_spark_temp_file(name: str) -> bool:
+    """True for the temp file (or its .crc) Spark writes before renaming a log entry into place."""
+    return _TEMP_FILE.fullmatch(name) is not None
+
+
+def local_path(location: str) -> Path | None:
+    """The local path of a checkpoint location, or None for a remote store."""
+    parsed = urlparse(location)
+    if parsed.scheme in ("", "file"):
+        return Path(parsed.path if parsed.scheme else location)
+    return None
+
+
+def leftover_temp_files(spark: SparkSession, checkpoint: str) -> list[str]:
+    """The temp files a killed run left in the checkpoint's logs.
+
+    A local checkpoint is listed directly: Hadoop's local file system hides `.crc` files.
+    """
+    from tables.session import hadoop_path
+
+    local = local_path(checkpoint)
+    if local is not None:
+        return sorted(
+            os.path.join(directory, name)
+            for log in LOG_DIRECTORIES
+            for directory, _, files in os.walk(local / log)
+            for name in files
+            if is_spark_temp_file(name)
+        )
+    found: list[str] = []
+    root = checkpoint.rstrip("/")
+    for directory in LOG_DIRECTORIES:
+        fs, path = hadoop_path(spark, f"{root}/{directory}")
+        if not fs.exists(path):
+            continue
+        pending = [path]
+        while pending:
+            for status in fs.listStatus(pending.pop()):
+                if status.isDirectory():
+                    pending.append(status.getPath())
+                elif is_spark_temp_file(str(status.getPath().getName())):
+                    found.append(str(status.getPath().toString()))
+    return sorted(found)
+
+
+@contextlib.contextmanager
+def hold_checkpoint(spark: SparkSession, checkpoint: str) -> Iterator[list[str]]:
+    """Hold the checkpoint for one run; yield the killed runs' temp files this removed.
+
+    Raises CheckpointInUseError if another live run holds it, and TerminalError naming the files
+    if temp files are found where no lock can tell that they are abandoned.
+    """
+    local = local_path(checkpoint)
+    if local is None:
+        leftovers = leftover_temp_files(spark, checkpoint)
+        if leftovers:
+            raise TerminalError(
+                f"checkpoint {checkpoint} holds temp files of a killed run "
+                f"({', '.join(leftovers)}) and this store has no lock to tell that no other run "
+                "is writing them: stop every run of the pipeline, delete those files, and run again"
+            )
+        yield []
+        return
+    local.mkdir(parents=True, exist_ok=True)
+    with open(local / LOCK_FILE, "a+") as lock:
+        try:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            lock.seek(0)
+            holder = lock.read().strip() or "unknown"
+            raise CheckpointInUseError(
+                f"checkpoint {checkpoint} is in use by another run ({holder}): one run per "
+                "checkpoint at a time; wait for it to end or stop it"
+            ) from exc
+        lock.seek(0)
+        lock.truncate()
+        lock.write(f"pid {os.getpid()} on {os.uname().nodename}\n")
+        lock.flush()
+        removed = leftover_temp_files(spark, checkpoint)
+        for name in removed:
+            Path(name).unlink(missing_ok=True)
+        try:
+            yield removed
+        finally:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)

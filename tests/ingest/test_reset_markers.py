@@ -1,0 +1,137 @@
+"""reset-app moves every marker the app owns, and a reset cut short is found and finished.
+
+Issue 16, finding 6: a reset moved the target's marker only, so re-run batches' rejected rows and
+audit findings were skipped by the quarantine and audit markers while the ledger counted them.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+from typer.testing import CliRunner
+
+from ingest.apps import pending_reset, reset_app
+from ingest.cli import app
+from ingest.config import PipelineSpec
+from ingest.runner import run_pipeline
+from ingest.sources import FileSource
+from quality.audit import quality_table_name
+from quality.markers import batch_markers
+from tables.errors import InjectedFaultError
+from tables.faults import ENV_VAR
+from tables.log import committed_batch
+from tables.spec import BATCH_ID_COLUMN, TableSpec
+
+MakeTable = Callable[..., TableSpec]
+runner = CliRunner()
+
+
+def test_a_batch_names_its_three_markers_in_one_place() -> None:
+    target, quarantine, audit = batch_markers("events", "landing")
+
+    assert (target.table, target.txn_app_id) == ("events", "landing")
+    assert (quarantine.table, quarantine.txn_app_id) == ("events_quarantine", "landing")
+    assert (audit.table, audit.txn_app_id) == ("lakehouse_quality", "audit.events.landing")
+    assert quality_table_name("db.events") == "db.lakehouse_quality"
+
+
+def ingested(spark: SparkSession, spec: TableSpec, tmp_path: Path) -> PipelineSpec:
+    """Batch 0 of app `p` committed: two good rows and one rejected row, audited."""
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    rows = [
+        {"event_id": "e1", "user_id": "u", "amount": 1.0},
+        {"event_id": "e2", "user_id": "u", "amount": 2.0},
+        {"event_id": None, "user_id": "u", "amount": 3.0},
+    ]
+    (landing / "a.json").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    job = PipelineSpec(
+        "p", spec.name, "p", FileSource(str(landing), "json"), "available-now", str(tmp_path / "cp")
+    )
+    run_pipeline(spark, job, spec)
+    return job
+
+
+def markers(spark: SparkSession, spec: TableSpec) -> list[int | None]:
+    return [committed_batch(spark, m.table, m.txn_app_id) for m in batch_markers(spec.name, "p")]
+
+
+def batch_zero_rows(spark: SparkSession, table: str, app_column: str = "_lh_app_id") -> int:
+    return spark.table(table).where(f"{app_column} = 'p' AND {BATCH_ID_COLUMN} = 0").count()
+
+
+def audit_rows(spark: SparkSession, spec: TableSpec) -> int:
+    quality = spark.table(quality_table_name(spec.name))
+    return quality.where(f"table_name = '{spec.name}' AND app_id = 'p' AND batch_id = 0").count()
+
+
+def test_reset_moves_all_three_markers_and_rerun_batches_land_their_rejects(
+    spark: SparkSession, make_table: MakeTable, tmp_path: Path
+) -> None:
+    spec = make_table()
+    job = ingested(spark, spec, tmp_path)
+    assert markers(spark, spec) == [0, 0, 0]
+    assert (batch_zero_rows(spark, spec.quarantine_name), audit_rows(spark, spec)) == (1, 1)
+
+    reset_app(spark, spec.name, "p", -1)
+    shutil.rmtree(job.checkpoint)
+    report = run_pipeline(spark, job, spec)
+
+    assert [r.rows_quarantined for r in report.results] == [1]
+    assert markers(spark, spec) == [0, 0, 0]
+    # The re-run batch 0 wrote its rejected row and its audit again: nothing skipped silently.
+    assert (batch_zero_rows(spark, spec.quarantine_name), audit_rows(spark, spec)) == (2, 2)
+    assert spark.table(spec.name).count() == 2
+
+
+def test_a_reset_cut_short_is_reported_and_finished_by_reset_app(
+    spark: SparkSession, make_table: MakeTable, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = make_table()
+    ingested(spark, spec, tmp_path)
+    monkeypatch.setenv(ENV_VAR, "mid_reset:raise@-1")
+    with pytest.raises(InjectedFaultError):
+        reset_app(spark, spec.name, "p", -1)
+    monkeypatch.delenv(ENV_VAR)
+
+    assert markers(spark, spec) == [-1, 0, 0]
+    pending = pending_reset(spark, spec.name, "p")
+    assert pending is not None
+    assert [m.role for m, _ in pending.behind] == ["quarantine", "audit"]
+
+    rerun = runner.invoke(
+        app, ["reset-app", spec.name, "--app-id", "p", "--to-batch", "-1", "--yes"]
+    )
+
+    assert rerun.exit_code == 0, rerun.output
+    assert "is half done" in rerun.stderr
+    assert f"{spec.quarantine_name} (p) still at 0" in rerun.stderr
+    assert "finishing it" in rerun.stderr
+    assert "already -1; nothing to do" in rerun.stdout
+    assert markers(spark, spec) == [-1, -1, -1]
+    assert pending_reset(spark, spec.name, "p") is None
+
+
+def test_the_next_ingest_finishes_a_reset_cut_short(
+    spark: SparkSession, make_table: MakeTable, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = make_table()
+    job = ingested(spark, spec, tmp_path)
+    monkeypatch.setenv(ENV_VAR, "mid_reset:raise@-1")
+    with pytest.raises(InjectedFaultError):
+        reset_app(spark, spec.name, "p", -1)
+    monkeypatch.delenv(ENV_VAR)
+    shutil.rmtree(job.checkpoint)
+
+    report = run_pipeline(spark, job, spec)
+
+    assert report.finished_reset is not None
+    assert "half done" in report.finished_reset
+    assert [r.rows_quarantined for r in report.results] == [1]
+    assert batch_zero_rows(spark, spec.quarantine_name) == 2
+    assert markers(spark, spec) == [0, 0, 0]
