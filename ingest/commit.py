@@ -27,7 +27,7 @@ from itertools import count
 from typing import TYPE_CHECKING, Any, Literal
 
 from pyspark import StorageLevel
-from pyspark.sql import SparkSession
+from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
@@ -52,9 +52,16 @@ from quality.malformed import (
     classify,
     classify_rows,
     landable_rows,
+    rescued_summary,
     with_raw_record,
 )
-from quality.quarantine import REASON_COLUMN, ensure_quarantine_table, write_quarantine
+from quality.quarantine import (
+    REASON_COLUMN,
+    SOURCE_COLUMN,
+    ensure_quarantine_table,
+    write_quarantine,
+)
+from quality.records import FAULT_COLUMN, RECORD_COLUMN, UNDECODABLE_PREFIX
 from tables.catalog import require_table, schema_differences, table_detail
 from tables.errors import (
     BatchContentMismatchError,
@@ -65,6 +72,7 @@ from tables.errors import (
     LakehouseError,
     SchemaMismatchError,
     TerminalError,
+    UnknownFieldsError,
     first_line,
 )
 from tables.faults import fault_during_write, fault_point
@@ -77,7 +85,13 @@ from tables.log import (
     find_ledger_entry,
 )
 from tables.session import clone_session
-from tables.spec import APP_ID_COLUMN, BATCH_ID_COLUMN, INGESTED_AT_COLUMN, TableSpec
+from tables.spec import (
+    APP_ID_COLUMN,
+    BATCH_ID_COLUMN,
+    INGESTED_AT_COLUMN,
+    RESCUED_COLUMN,
+    TableSpec,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -88,7 +102,7 @@ BatchStatus = Literal["committed", "skipped", "empty"]
 
 TXN_APP_ID_CONF = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
-READER_COLUMNS = (CORRUPT_COLUMN, SOURCE_FILE_COLUMN)
+READER_COLUMNS = (CORRUPT_COLUMN, SOURCE_FILE_COLUMN, RECORD_COLUMN, FAULT_COLUMN, RESCUED_COLUMN)
 _CONFLICT_EXCEPTIONS = frozenset(
     {
         "DeltaConcurrentModificationException",
@@ -133,6 +147,7 @@ class BatchStats:
     files: tuple[str, ...]
     rows_copies: int = 0
     newest_time: str | None = None
+    undecodable_files: tuple[str, ...] = ()
 
 
 def commit_batch(
@@ -199,7 +214,10 @@ def commit_batch(
             rejected = rows.filter(F.col(REASON_COLUMN).isNotNull())
             write_quarantine(with_raw_record(rejected, schema), spec, app_id, batch_id, ingested_at)
         merge_source = with_lineage(
-            rows.filter(landable_rows()).select(*schema.fieldNames()), app_id, batch_id, ingested_at
+            rows.filter(landable_rows()).select(*landed_columns(schema, rows)),
+            app_id,
+            batch_id,
+            ingested_at,
         )
         window = time_window(spec, schema, stats)
         condition = dedup_condition(spec.dedup, spec.keys, app_id, batch_id, window)
@@ -232,11 +250,19 @@ def prepare_batch(
     The classified rows are persisted so every later step (validation, counts, quarantine, MERGE)
     sees the same rows, even from a non-deterministic source. The caller unpersists `classified`.
     """
-    classified = classify(batch, schema, spec.keys, raw_format, reader_options).persist(
-        StorageLevel.MEMORY_AND_DISK
-    )
+    classified = classify(
+        batch, schema, spec.keys, raw_format, reader_options, spec.unknown_fields
+    ).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         stats = batch_stats(classified, schema, spec.dedup_column)
+        if stats.undecodable_files:
+            collapsed = one_row_per_undecodable_file(classified, stats.undecodable_files)
+            collapsed = collapsed.persist(StorageLevel.MEMORY_AND_DISK)
+            classified.unpersist()
+            classified = collapsed
+            stats = batch_stats(classified, schema, spec.dedup_column)
+        if spec.unknown_fields == "fail":
+            assert_nothing_rescued(classified, spec)
         if gate is None or stats.rows == stats.rows_rejected:
             return PreparedBatch(classified, classified, stats, None)
         landable = classified.filter(landable_rows()).select(*schema.fieldNames(), ROW_HASH_COLUMN)
@@ -248,6 +274,74 @@ def prepare_batch(
     except BaseException:
         classified.unpersist()
         raise
+
+
+def landed_columns(schema: StructType, rows: DataFrame) -> list[Column]:
+    """The columns a batch lands with: the schema's, then `_lh_rescued` (NULL if not read)."""
+    rescued = (
+        F.col(RESCUED_COLUMN)
+        if RESCUED_COLUMN in rows.columns
+        else F.lit(None).cast("string").alias(RESCUED_COLUMN)
+    )
+    return [*(F.col(n) for n in schema.fieldNames()), rescued]
+
+
+def one_row_per_undecodable_file(classified: DataFrame, files: tuple[str, ...]) -> DataFrame:
+    """Replace the garbage rows read from undecodable files by one quarantine row per file.
+
+    A compressed file named as plain text reads as lines of random bytes; they are not records,
+    so the file itself is the one rejected row, named in `_lh_source` with the reason (taken
+    from its first bytes) and no raw text. Its rows are dropped, not counted.
+    """
+    in_files = F.col(SOURCE_FILE_COLUMN).isin(list(files))
+    kept = classified.filter(~in_files)
+    undecodable = F.col(FAULT_COLUMN).startswith(UNDECODABLE_PREFIX)
+    per_file = (
+        classified.filter(in_files & undecodable)
+        .groupBy(SOURCE_FILE_COLUMN)
+        .agg(F.min(FAULT_COLUMN).alias(FAULT_COLUMN))
+    )
+    values = {
+        SOURCE_FILE_COLUMN: F.col(SOURCE_FILE_COLUMN),
+        FAULT_COLUMN: F.col(FAULT_COLUMN),
+        REASON_COLUMN: F.col(FAULT_COLUMN),
+        SOURCE_COLUMN: F.col(SOURCE_FILE_COLUMN),
+        COPY_COLUMN: F.lit(False),
+        ROW_HASH_COLUMN: F.xxhash64(F.col(SOURCE_FILE_COLUMN), F.col(FAULT_COLUMN)),
+    }
+    file_rows = per_file.select(
+        *[
+            values.get(c, F.lit(None)).cast(classified.schema[c].dataType).alias(c)
+            for c in classified.columns
+        ]
+    )
+    return kept.unionByName(file_rows)
+
+
+def assert_nothing_rescued(classified: DataFrame, spec: TableSpec) -> None:
+    """Under `unknown_fields = "fail"`, raise naming the first record with rescued content."""
+    rescued = classified.filter(
+        F.col(RESCUED_COLUMN).isNotNull() & F.col(REASON_COLUMN).isNull()
+        if RESCUED_COLUMN in classified.columns
+        else F.lit(False)
+    )
+    source = F.col(SOURCE_FILE_COLUMN) if SOURCE_FILE_COLUMN in classified.columns else F.lit(None)
+    key = F.concat_ws(", ", *[F.concat(F.lit(f"{k}="), F.col(k).cast("string")) for k in spec.keys])
+    found = rescued.select(
+        source.cast("string").alias("file"),
+        key.alias("key"),
+        rescued_summary(F.col(RESCUED_COLUMN)).alias("fields"),
+    ).first()
+    if found is None:
+        return
+    where = f"file {found['file']}: " if found["file"] else ""
+    raise UnknownFieldsError(
+        f"{where}record {found['key']}: {found['fields']}; table {spec.name} has "
+        "unknown_fields = fail, so nothing of the batch was committed",
+        file=found["file"],
+        key=found["key"],
+        fields=tuple(found["fields"].split("; ")),
+    )
 
 
 def with_gate_reasons(
@@ -313,6 +407,15 @@ def batch_stats(
         aggregates.append(F.sum(F.col(COPY_COLUMN).cast("int")).alias("copies"))
     if SOURCE_FILE_COLUMN in classified.columns:
         aggregates.append(F.collect_set(SOURCE_FILE_COLUMN).alias("files"))
+    if FAULT_COLUMN in classified.columns and SOURCE_FILE_COLUMN in classified.columns:
+        undecodable = F.col(FAULT_COLUMN).startswith(UNDECODABLE_PREFIX)
+        collapsed = (
+            F.col(REASON_COLUMN).startswith(UNDECODABLE_PREFIX) & F.col(CORRUPT_COLUMN).isNull()
+        )
+        aggregates.append(
+            F.collect_set(F.when(undecodable, F.col(SOURCE_FILE_COLUMN))).alias("undecodable")
+        )
+        aggregates.append(F.max(collapsed).alias("collapsed"))
     if time_column is not None:
         pattern = "yyyy-MM-dd" if _is_date(schema, time_column) else "yyyy-MM-dd HH:mm:ss.SSSSSS"
         valid_time = F.when(F.col(REASON_COLUMN).isNull(), F.col(time_column))
@@ -327,6 +430,7 @@ def batch_stats(
         content_hash=digest,
         files=tuple(sorted(row.get("files") or ())),
         newest_time=row.get("newest"),
+        undecodable_files=tuple(sorted(row.get("undecodable") or ())),
     )
 
 
@@ -394,7 +498,16 @@ def _skip_committed(
             "skipped",
             note=f"{note}; ledger entry no longer in history, content not verified",
         )
-    incoming = batch_stats(classify_rows(batch, schema, spec.keys), schema)
+    classified = classify_rows(batch, schema, spec.keys).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        incoming = batch_stats(classified, schema)
+        if incoming.undecodable_files:
+            collapsed = one_row_per_undecodable_file(
+                classified.withColumn(COPY_COLUMN, F.lit(False)), incoming.undecodable_files
+            )
+            incoming = batch_stats(collapsed, schema)
+    finally:
+        classified.unpersist()
     if is_content_conflict(incoming.content_hash, entry.meta.content_hash):
         raise BatchContentMismatchError(
             f"batch {batch_id} of app id {app_id!r} is already committed in {spec.name} "

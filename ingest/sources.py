@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from quality.malformed import CORRUPT_COLUMN, SOURCE_FILE_COLUMN
+from quality.records import CORRUPT_COLUMN, SOURCE_FILE_COLUMN, is_blank_line, json_records
 from tables.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -44,6 +44,10 @@ class FileSource:
             )
         if self.max_files_per_trigger is not None and self.max_files_per_trigger < 1:
             raise ConfigError("max_files_per_trigger must be at least 1")
+        if self.format == "json" and str(self.options.get("multiLine", "")).lower() == "true":
+            raise ConfigError(
+                "JSON sources are read one record per line (JSON Lines); multiLine is not supported"
+            )
 
     def describe(self) -> dict[str, Any]:
         """The source record stored in each batch's ledger entry (with the batch's files)."""
@@ -57,6 +61,12 @@ class FileSource:
 
 def read_stream(spark: SparkSession, source: FileSource, schema: StructType) -> DataFrame:
     """Open the landing directory as a stream of rows with the table schema."""
+    if source.format == "json":
+        options = _text_options(source)
+        if source.max_files_per_trigger:
+            options["maxFilesPerTrigger"] = str(source.max_files_per_trigger)
+        lines = spark.readStream.format("text").options(**options).load(source.path)
+        return _json_lines(lines, schema, source.options)
     read_schema, options = _reader_settings(source, schema)
     if source.max_files_per_trigger:
         options["maxFilesPerTrigger"] = str(source.max_files_per_trigger)
@@ -68,9 +78,36 @@ def read_files(
     spark: SparkSession, source: FileSource, schema: StructType, files: list[str]
 ) -> DataFrame:
     """Read given files of the source as one batch, exactly as the stream reads them."""
+    if source.format == "json":
+        lines = spark.read.format("text").options(**_text_options(source)).load(files)
+        return _json_lines(lines, schema, source.options)
     read_schema, options = _reader_settings(source, schema)
     frame = spark.read.format(source.format).schema(read_schema).options(**options).load(files)
     return _with_reader_columns(frame, source, schema)
+
+
+#: Options of Spark's JSON reader that the text reader understands the same way.
+_TEXT_OPTIONS = (
+    "lineSep",
+    "pathGlobFilter",
+    "recursiveFileLookup",
+    "modifiedBefore",
+    "modifiedAfter",
+)
+
+
+def _text_options(source: FileSource) -> dict[str, str]:
+    return {k: v for k, v in source.options.items() if k in _TEXT_OPTIONS}
+
+
+def _json_lines(lines: DataFrame, schema: StructType, options: Mapping[str, str]) -> DataFrame:
+    """JSON lines read as exact text, parsed with the schema (see `quality.records`)."""
+    value = F.col("value")
+    kept = lines.select(value, F.col("_metadata.file_path").alias(SOURCE_FILE_COLUMN)).where(
+        ~is_blank_line(value)
+    )
+    parse = {k: v for k, v in options.items() if k not in _TEXT_OPTIONS}
+    return json_records(kept, value, schema, [F.col(SOURCE_FILE_COLUMN)], parse_options=parse)
 
 
 def _reader_settings(source: FileSource, schema: StructType) -> tuple[StructType, dict[str, str]]:
