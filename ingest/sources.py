@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
+from quality.csv_records import csv_records
 from quality.records import CORRUPT_COLUMN, SOURCE_FILE_COLUMN, is_blank_line, json_records
 from tables.errors import ConfigError
 
@@ -67,6 +68,12 @@ def read_stream(spark: SparkSession, source: FileSource, schema: StructType) -> 
             options["maxFilesPerTrigger"] = str(source.max_files_per_trigger)
         lines = spark.readStream.format("text").options(**options).load(source.path)
         return _json_lines(lines, schema, source.options)
+    if source.format == "csv":
+        options = _text_options(source)
+        if source.max_files_per_trigger:
+            options["maxFilesPerTrigger"] = str(source.max_files_per_trigger)
+        whole = spark.readStream.format("text").option("wholetext", "true").options(**options)
+        return _csv_files(whole.load(source.path), schema, source.options)
     read_schema, options = _reader_settings(source, schema)
     if source.max_files_per_trigger:
         options["maxFilesPerTrigger"] = str(source.max_files_per_trigger)
@@ -81,6 +88,10 @@ def read_files(
     if source.format == "json":
         lines = spark.read.format("text").options(**_text_options(source)).load(files)
         return _json_lines(lines, schema, source.options)
+    if source.format == "csv":
+        whole = spark.read.format("text").option("wholetext", "true")
+        frame = whole.options(**_text_options(source)).load(files)
+        return _csv_files(frame, schema, source.options)
     read_schema, options = _reader_settings(source, schema)
     frame = spark.read.format(source.format).schema(read_schema).options(**options).load(files)
     return _with_reader_columns(frame, source, schema)
@@ -108,6 +119,15 @@ def _json_lines(lines: DataFrame, schema: StructType, options: Mapping[str, str]
     )
     parse = {k: v for k, v in options.items() if k not in _TEXT_OPTIONS}
     return json_records(kept, value, schema, [F.col(SOURCE_FILE_COLUMN)], parse_options=parse)
+
+
+def _csv_files(files: DataFrame, schema: StructType, options: Mapping[str, str]) -> DataFrame:
+    """Whole CSV files (bytes undecoded) split into records by `quality.csv_records`."""
+    frame = files.select(
+        F.col("value").cast("binary").alias("value"),
+        F.col("_metadata.file_path").alias(SOURCE_FILE_COLUMN),
+    )
+    return csv_records(frame, F.col("value"), schema, options)
 
 
 def _reader_settings(source: FileSource, schema: StructType) -> tuple[StructType, dict[str, str]]:

@@ -125,9 +125,11 @@ def json_records(
         fault.alias(FAULT_COLUMN),
         rescue_flag(F.col(_LINE), keys, schema).alias(_FLAG),
     )
+    # Spark's parser accepts what strict JSON does not (NaN, single quotes, ...); such a line has
+    # no object keys under the strict parser and is malformed too, not landed half-read.
     corrupt = (
         F.when(F.col(FAULT_COLUMN).isNotNull(), record)
-        .when(parsed.isNull(), F.coalesce(record, F.lit("")))
+        .when(parsed.isNull() | keys.isNull(), F.coalesce(record, F.lit("")))
         .otherwise(parsed.getField(CORRUPT_COLUMN))
     )
     strings = [f.name for f in schema.fields if isinstance(f.dataType, StringType)]

@@ -98,11 +98,22 @@ def rescued_json(line: str | None, columns: Sequence[str], strings: Sequence[str
         for k, v in last.items()
         if k in text_columns and v is not None and not isinstance(v, str)
     ]
-    parts = []
-    if fields:
-        parts.append(f'"fields":{render(_Object(tuple(fields)))}')
-    if converted:
-        parts.append(f'"converted":{render(_Object(tuple(converted)))}')
-    if earlier:
-        parts.append(f'"duplicates":{render(_Object(tuple(earlier.items())))}')
+    return render_fields(fields, converted, list(earlier.items()))
+
+
+def render_fields(
+    fields: Sequence[tuple[str, Any]],
+    converted: Sequence[tuple[str, Any]],
+    duplicates: Sequence[tuple[str, list[Any]]],
+) -> str | None:
+    """The `_lh_rescued` JSON text from its three members (each left out when empty), or None."""
+    parts = [
+        f'"{member}":{render(_Object(tuple(pairs)))}'
+        for member, pairs in (
+            ("fields", fields),
+            ("converted", converted),
+            ("duplicates", duplicates),
+        )
+        if pairs
+    ]
     return "{" + ",".join(parts) + "}" if parts else None

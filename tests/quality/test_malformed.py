@@ -53,8 +53,8 @@ BAD_JSON = [
 ]
 GOOD_CSV = ["event_id,kind,amount,seen", "c1,click,1.0,2026-11-01 10:00:00", '"c,2",view,2,']
 BAD_CSV = {
-    "c3,click,3.0,2026-11-01 10:00:00,surplus": "malformed CSV: 5 fields, the table has 4",
-    "c4,click": "malformed CSV: 2 fields, the table has 4",
+    "c3,click,3.0,2026-11-01 10:00:00,surplus": "malformed CSV: 5 fields, the header has 4",
+    "c4,click": "malformed CSV: 2 fields, the header has 4",
     "c5,click,abc,2026-11-01 10:00:00": "wrong type: column amount value 'abc' is not a DOUBLE",
 }
 
