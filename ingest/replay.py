@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pyspark.sql import functions as F
 
 from ingest.commit import (
+    landed_columns,
     prepare_batch,
     run_merge,
     time_window,
@@ -200,7 +201,7 @@ def replay_batch(
     prepared = prepare_batch(spark, spec, schema, frame, raw_format, options, gate)
     try:
         stats = prepared.stats
-        rows = prepared.rows.filter(landable_rows()).select(*schema.fieldNames())
+        rows = prepared.rows.filter(landable_rows()).select(*landed_columns(schema, prepared.rows))
         total = stats.rows - stats.rows_rejected - stats.rows_copies
         rejected = stats.rows_rejected
         if dry_run:

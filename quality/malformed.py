@@ -295,16 +295,18 @@ def with_raw_record(rejected: DataFrame, schema: StructType) -> DataFrame:
     row gets NULL `_lh_raw` and its exact bytes in `_lh_raw_bytes`. Done for the rejected rows
     alone, at quarantine time.
     """
-    as_json = F.to_json(F.struct(*[F.col(f.name) for f in schema.fields]))
-    texts = [F.col(c) for c in (RECORD_COLUMN, CORRUPT_COLUMN) if c in rejected.columns]
-    raw = F.coalesce(*texts, as_json) if texts else as_json
     if RECORD_COLUMN not in rejected.columns:
+        as_json = F.to_json(F.struct(*[F.col(f.name) for f in schema.fields]))
+        has_corrupt = CORRUPT_COLUMN in rejected.columns
+        raw = F.coalesce(F.col(CORRUPT_COLUMN), as_json) if has_corrupt else as_json
         return rejected.withColumn(RAW_COLUMN, raw).withColumn(
             RAW_BYTES_COLUMN, F.lit(None).cast("binary")
         )
+    # The reader kept every record's text: no stand-in, even where it is NULL (a file-level
+    # row of an undecodable file has none).
     record = F.col(RECORD_COLUMN)
     invalid = record.isNotNull() & ~F.is_valid_utf8(record)
-    return rejected.withColumn(RAW_COLUMN, F.when(~invalid | record.isNull(), raw)).withColumn(
+    return rejected.withColumn(RAW_COLUMN, F.when(~invalid, record)).withColumn(
         RAW_BYTES_COLUMN, F.when(invalid, record.cast("binary"))
     )
 

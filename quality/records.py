@@ -133,13 +133,15 @@ def json_records(
         .otherwise(parsed.getField(CORRUPT_COLUMN))
     )
     strings = [f.name for f in schema.fields if isinstance(f.dataType, StringType)]
-    rescue = F.udf(lambda s: rescued_json(s, names, strings), StringType())
+    # Python sees every row (Spark evaluates a UDF before any CASE around it), so the rows not
+    # flagged pass a NULL: Arrow ships it in a bit, and the function returns at once.
+    rescue = F.udf(lambda s: rescued_json(s, names, strings), StringType(), useArrow=True)
     return flagged.select(
         *[F.when(corrupt.isNull(), parsed.getField(n)).alias(n) for n in names],
         corrupt.alias(CORRUPT_COLUMN),
         record,
         F.col(FAULT_COLUMN),
-        F.when(corrupt.isNull() & F.col(_FLAG), rescue(F.col(_LINE))).alias(RESCUED_COLUMN),
+        rescue(F.when(corrupt.isNull() & F.col(_FLAG), F.col(_LINE))).alias(RESCUED_COLUMN),
         *[F.col(c) for c in staged.columns[4:]],
     )
 
