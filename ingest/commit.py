@@ -61,7 +61,13 @@ from quality.quarantine import (
     ensure_quarantine_table,
     write_quarantine,
 )
-from quality.records import FAULT_COLUMN, RECORD_COLUMN, UNDECODABLE_PREFIX
+from quality.records import (
+    FAULT_COLUMN,
+    RECORD_COLUMN,
+    RESCUE_INPUT_COLUMN,
+    UNDECODABLE_PREFIX,
+    with_rescued,
+)
 from tables.catalog import require_table, schema_differences, table_detail
 from tables.errors import (
     BatchContentMismatchError,
@@ -102,7 +108,14 @@ BatchStatus = Literal["committed", "skipped", "empty"]
 
 TXN_APP_ID_CONF = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
-READER_COLUMNS = (CORRUPT_COLUMN, SOURCE_FILE_COLUMN, RECORD_COLUMN, FAULT_COLUMN, RESCUED_COLUMN)
+READER_COLUMNS = (
+    CORRUPT_COLUMN,
+    SOURCE_FILE_COLUMN,
+    RECORD_COLUMN,
+    FAULT_COLUMN,
+    RESCUED_COLUMN,
+    RESCUE_INPUT_COLUMN,
+)
 _CONFLICT_EXCEPTIONS = frozenset(
     {
         "DeltaConcurrentModificationException",
@@ -250,11 +263,16 @@ def prepare_batch(
     The classified rows are persisted so every later step (validation, counts, quarantine, MERGE)
     sees the same rows, even from a non-deterministic source. The caller unpersists `classified`.
     """
-    classified = classify(
-        batch, schema, spec.keys, raw_format, reader_options, spec.unknown_fields
-    ).persist(StorageLevel.MEMORY_AND_DISK)
+    rows, read = with_rescued(batch, schema)
     try:
+        classified = classify(
+            rows, schema, spec.keys, raw_format, reader_options, spec.unknown_fields
+        ).persist(StorageLevel.MEMORY_AND_DISK)
         stats = batch_stats(classified, schema, spec.dedup_column)
+    finally:
+        if read is not None:
+            read.unpersist()
+    try:
         if stats.undecodable_files:
             collapsed = one_row_per_undecodable_file(classified, stats.undecodable_files)
             collapsed = collapsed.persist(StorageLevel.MEMORY_AND_DISK)
@@ -498,9 +516,12 @@ def _skip_committed(
             "skipped",
             note=f"{note}; ledger entry no longer in history, content not verified",
         )
-    classified = classify_rows(batch, schema, spec.keys).persist(StorageLevel.MEMORY_AND_DISK)
+    rows, read = with_rescued(batch, schema)
+    classified = classify_rows(rows, schema, spec.keys).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         incoming = batch_stats(classified, schema)
+        if read is not None:
+            read.unpersist()
         if incoming.undecodable_files:
             collapsed = one_row_per_undecodable_file(
                 classified.withColumn(COPY_COLUMN, F.lit(False)), incoming.undecodable_files

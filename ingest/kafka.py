@@ -35,10 +35,15 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructType
 
-from quality.records import CORRUPT_COLUMN, FAULT_COLUMN, RECORD_COLUMN, json_records
+from quality.records import (
+    CORRUPT_COLUMN,
+    FAULT_COLUMN,
+    RECORD_COLUMN,
+    RESCUE_INPUT_COLUMN,
+    json_records,
+)
 from tables.errors import ConfigError, TerminalError, first_line
 from tables.session import jvm_of
-from tables.spec import RESCUED_COLUMN
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -305,7 +310,7 @@ def _rows(frame: DataFrame, source: KafkaSource, schema: StructType) -> DataFram
     value = F.col("value").cast("string")
     values = StructType([f for f in schema.fields if f.name not in METADATA_COLUMNS])
     parsed = json_records(frame, value, values, coordinates, detect_files=False)
-    reader = [CORRUPT_COLUMN, RECORD_COLUMN, FAULT_COLUMN, RESCUED_COLUMN]
+    reader = [CORRUPT_COLUMN, RECORD_COLUMN, FAULT_COLUMN, RESCUE_INPUT_COLUMN]
     return parsed.select(*_data_columns(schema, F.col), *reader, *KAFKA_COLUMNS)
 
 
