@@ -1,8 +1,11 @@
 """Stream sources: a landing directory of JSON, CSV or Parquet files, read with the table schema.
 
-JSON and CSV are read PERMISSIVE with a corrupt-record column, so a line that does not parse
-reaches the commit (and quarantine) instead of failing the stream or vanishing. Each row carries
-the file it came from, which the ledger records as the batch's source.
+JSON files are read as text lines and CSV files whole, both without decoding their bytes, and
+parsed by the quality layer (`quality.records`, `quality.csv_records`): every record keeps its
+exact text, a line that does not parse reaches the commit (and quarantine) instead of failing
+the stream or vanishing, and CSV columns are matched by header name. Parquet is read with the
+table schema. Each row carries the file it came from, which the ledger records as the batch's
+source. docs/records.md describes what happens to each record.
 """
 
 from __future__ import annotations

@@ -22,7 +22,6 @@ GOOD_JSON = [
     '{"event_id": "g2", "kind": "view", "amount": 2, "seen": "2026-11-01 10:00:01"}',
 ]
 #: One line per class: the line, a text its quarantined raw record contains, the reason's start.
-#: Lines that parse are kept as their JSON form, so the marker is what both forms share.
 BAD_JSON = [
     ('{"event_id": "b1", "kind": "click", "amount": 3', '"b1"', "malformed JSON: not valid JSON"),
     ("[1, 2, 3]", "[1, 2, 3]", "malformed JSON: the record is an array or a bare value"),
