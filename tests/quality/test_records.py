@@ -244,3 +244,28 @@ def test_csv_split_keeps_quoted_newlines_and_exact_bytes_without_spark() -> None
     assert records[0]["values"] == ["a\r\nb", 'x,"y"']
     assert records[1]["raw"] == b"\xff,z"
     assert records[1]["fault"].startswith("invalid UTF-8")
+
+
+def test_kafka_json_values_get_the_same_fates_as_file_lines(
+    spark: SparkSession, make_table: MakeTable
+) -> None:
+    from ingest.kafka import KAFKA_COLUMNS, KafkaSource, _rows
+
+    spec = make_table(schema=SCHEMA, keys=("id",))
+    values = [b'{"id": "a", "QTY": 1}', b'{"id": "b"} tail', b'{"id": "\xe9"}', b'{"id": "c"}']
+    frame = spark.createDataFrame(
+        [(b"k", v, "topic", 0, n, None) for n, v in enumerate(values)],
+        "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP",
+    )
+    source = KafkaSource(bootstrap_servers="localhost:9092", topic="topic")
+
+    batch = _rows(frame, source, spec.data_schema(spark)).drop(*KAFKA_COLUMNS)
+    result = commit_batch(spark, spec, "kafka", 0, batch, raw_format="json")
+
+    assert (result.rows_inserted, result.rows_quarantined) == (2, 2)
+    assert table_rows(spark, spec) == {
+        "a": (None, None, '{"fields":{"QTY":1}}'),
+        "c": (None, None, None),
+    }
+    reasons = sorted(str(r[0]).split(":")[0] for r in quarantine_rows(spark, spec))
+    assert reasons == ["invalid UTF-8", "malformed JSON"]
