@@ -27,7 +27,7 @@ from itertools import count
 from typing import TYPE_CHECKING, Any, Literal
 
 from pyspark import StorageLevel
-from pyspark.sql import Column, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
@@ -44,6 +44,7 @@ from ingest.decisions import (
 )
 from quality.audit import CheckResult, checks_from_ledger, record
 from quality.expectations import quarantine_reasons, should_stop, stop_message
+from quality.fates import assert_nothing_rescued, landed_columns, one_row_per_undecodable_file
 from quality.malformed import (
     COPY_COLUMN,
     CORRUPT_COLUMN,
@@ -52,12 +53,10 @@ from quality.malformed import (
     classify,
     classify_rows,
     landable_rows,
-    rescued_summary,
     with_raw_record,
 )
 from quality.quarantine import (
     REASON_COLUMN,
-    SOURCE_COLUMN,
     ensure_quarantine_table,
     write_quarantine,
 )
@@ -78,7 +77,6 @@ from tables.errors import (
     LakehouseError,
     SchemaMismatchError,
     TerminalError,
-    UnknownFieldsError,
     first_line,
 )
 from tables.faults import fault_during_write, fault_point
@@ -294,74 +292,6 @@ def prepare_batch(
         raise
 
 
-def landed_columns(schema: StructType, rows: DataFrame) -> list[Column]:
-    """The columns a batch lands with: the schema's, then `_lh_rescued` (NULL if not read)."""
-    rescued = (
-        F.col(RESCUED_COLUMN)
-        if RESCUED_COLUMN in rows.columns
-        else F.lit(None).cast("string").alias(RESCUED_COLUMN)
-    )
-    return [*(F.col(n) for n in schema.fieldNames()), rescued]
-
-
-def one_row_per_undecodable_file(classified: DataFrame, files: tuple[str, ...]) -> DataFrame:
-    """Replace the garbage rows read from undecodable files by one quarantine row per file.
-
-    A compressed file named as plain text reads as lines of random bytes; they are not records,
-    so the file itself is the one rejected row, named in `_lh_source` with the reason (taken
-    from its first bytes) and no raw text. Its rows are dropped, not counted.
-    """
-    in_files = F.col(SOURCE_FILE_COLUMN).isin(list(files))
-    kept = classified.filter(~in_files)
-    undecodable = F.col(FAULT_COLUMN).startswith(UNDECODABLE_PREFIX)
-    per_file = (
-        classified.filter(in_files & undecodable)
-        .groupBy(SOURCE_FILE_COLUMN)
-        .agg(F.min(FAULT_COLUMN).alias(FAULT_COLUMN))
-    )
-    values = {
-        SOURCE_FILE_COLUMN: F.col(SOURCE_FILE_COLUMN),
-        FAULT_COLUMN: F.col(FAULT_COLUMN),
-        REASON_COLUMN: F.col(FAULT_COLUMN),
-        SOURCE_COLUMN: F.col(SOURCE_FILE_COLUMN),
-        COPY_COLUMN: F.lit(False),
-        ROW_HASH_COLUMN: F.xxhash64(F.col(SOURCE_FILE_COLUMN), F.col(FAULT_COLUMN)),
-    }
-    file_rows = per_file.select(
-        *[
-            values.get(c, F.lit(None)).cast(classified.schema[c].dataType).alias(c)
-            for c in classified.columns
-        ]
-    )
-    return kept.unionByName(file_rows)
-
-
-def assert_nothing_rescued(classified: DataFrame, spec: TableSpec) -> None:
-    """Under `unknown_fields = "fail"`, raise naming the first record with rescued content."""
-    rescued = classified.filter(
-        F.col(RESCUED_COLUMN).isNotNull() & F.col(REASON_COLUMN).isNull()
-        if RESCUED_COLUMN in classified.columns
-        else F.lit(False)
-    )
-    source = F.col(SOURCE_FILE_COLUMN) if SOURCE_FILE_COLUMN in classified.columns else F.lit(None)
-    key = F.concat_ws(", ", *[F.concat(F.lit(f"{k}="), F.col(k).cast("string")) for k in spec.keys])
-    found = rescued.select(
-        source.cast("string").alias("file"),
-        key.alias("key"),
-        rescued_summary(F.col(RESCUED_COLUMN)).alias("fields"),
-    ).first()
-    if found is None:
-        return
-    where = f"file {found['file']}: " if found["file"] else ""
-    raise UnknownFieldsError(
-        f"{where}record {found['key']}: {found['fields']}; table {spec.name} has "
-        "unknown_fields = fail, so nothing of the batch was committed",
-        file=found["file"],
-        key=found["key"],
-        fields=tuple(found["fields"].split("; ")),
-    )
-
-
 def with_gate_reasons(
     spark: SparkSession, classified: DataFrame, reasons: Mapping[int, str]
 ) -> DataFrame:
@@ -426,14 +356,13 @@ def batch_stats(
     if SOURCE_FILE_COLUMN in classified.columns:
         aggregates.append(F.collect_set(SOURCE_FILE_COLUMN).alias("files"))
     if FAULT_COLUMN in classified.columns and SOURCE_FILE_COLUMN in classified.columns:
-        undecodable = F.col(FAULT_COLUMN).startswith(UNDECODABLE_PREFIX)
-        collapsed = (
-            F.col(REASON_COLUMN).startswith(UNDECODABLE_PREFIX) & F.col(CORRUPT_COLUMN).isNull()
+        # Rows of an undecodable file not yet collapsed to one row still carry their text.
+        undecodable = (
+            F.col(FAULT_COLUMN).startswith(UNDECODABLE_PREFIX) & F.col(CORRUPT_COLUMN).isNotNull()
         )
         aggregates.append(
             F.collect_set(F.when(undecodable, F.col(SOURCE_FILE_COLUMN))).alias("undecodable")
         )
-        aggregates.append(F.max(collapsed).alias("collapsed"))
     if time_column is not None:
         pattern = "yyyy-MM-dd" if _is_date(schema, time_column) else "yyyy-MM-dd HH:mm:ss.SSSSSS"
         valid_time = F.when(F.col(REASON_COLUMN).isNull(), F.col(time_column))

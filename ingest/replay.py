@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any, Literal
 from pyspark.sql import functions as F
 
 from ingest.commit import (
-    landed_columns,
     prepare_batch,
     run_merge,
     time_window,
@@ -38,6 +37,7 @@ from ingest.kafka import (
     read_kafka_range,
 )
 from ingest.sources import FileSource, read_files
+from quality.fates import landed_columns
 from quality.malformed import landable_rows
 from tables.catalog import require_table
 from tables.errors import ConfigError, TerminalError
