@@ -44,6 +44,7 @@ from ingest.decisions import (
 )
 from quality.audit import CheckResult, checks_from_ledger, record
 from quality.expectations import quarantine_reasons, should_stop, stop_message
+from quality.fates import assert_nothing_rescued, landed_columns, one_row_per_undecodable_file
 from quality.malformed import (
     COPY_COLUMN,
     CORRUPT_COLUMN,
@@ -55,7 +56,18 @@ from quality.malformed import (
     with_raw_record,
 )
 from quality.markers import batch_markers
-from quality.quarantine import REASON_COLUMN, ensure_quarantine_table, write_quarantine
+from quality.quarantine import (
+    REASON_COLUMN,
+    ensure_quarantine_table,
+    write_quarantine,
+)
+from quality.records import (
+    FAULT_COLUMN,
+    RECORD_COLUMN,
+    RESCUE_INPUT_COLUMN,
+    UNDECODABLE_PREFIX,
+    with_rescued,
+)
 from tables.catalog import require_table, schema_differences, table_detail
 from tables.errors import (
     BatchContentMismatchError,
@@ -78,7 +90,13 @@ from tables.log import (
     committed_batch,
     find_ledger_entry,
 )
-from tables.spec import APP_ID_COLUMN, BATCH_ID_COLUMN, INGESTED_AT_COLUMN, TableSpec
+from tables.spec import (
+    APP_ID_COLUMN,
+    BATCH_ID_COLUMN,
+    INGESTED_AT_COLUMN,
+    RESCUED_COLUMN,
+    TableSpec,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -89,7 +107,14 @@ BatchStatus = Literal["committed", "skipped", "empty"]
 
 TXN_APP_ID_CONF = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
-READER_COLUMNS = (CORRUPT_COLUMN, SOURCE_FILE_COLUMN)
+READER_COLUMNS = (
+    CORRUPT_COLUMN,
+    SOURCE_FILE_COLUMN,
+    RECORD_COLUMN,
+    FAULT_COLUMN,
+    RESCUED_COLUMN,
+    RESCUE_INPUT_COLUMN,
+)
 _CONFLICT_EXCEPTIONS = frozenset(
     {
         "DeltaConcurrentModificationException",
@@ -134,6 +159,7 @@ class BatchStats:
     files: tuple[str, ...]
     rows_copies: int = 0
     newest_time: str | None = None
+    undecodable_files: tuple[str, ...] = ()
 
 
 def commit_batch(
@@ -200,7 +226,10 @@ def commit_batch(
             rejected = rows.filter(F.col(REASON_COLUMN).isNotNull())
             write_quarantine(with_raw_record(rejected, schema), spec, app_id, batch_id, ingested_at)
         merge_source = with_lineage(
-            rows.filter(landable_rows()).select(*schema.fieldNames()), app_id, batch_id, ingested_at
+            rows.filter(landable_rows()).select(*landed_columns(schema, rows)),
+            app_id,
+            batch_id,
+            ingested_at,
         )
         window = time_window(spec, schema, stats)
         condition = dedup_condition(spec.dedup, spec.keys, app_id, batch_id, window)
@@ -233,11 +262,24 @@ def prepare_batch(
     The classified rows are persisted so every later step (validation, counts, quarantine, MERGE)
     sees the same rows, even from a non-deterministic source. The caller unpersists `classified`.
     """
-    classified = classify(batch, schema, spec.keys, raw_format, reader_options).persist(
-        StorageLevel.MEMORY_AND_DISK
-    )
+    rows, read = with_rescued(batch, schema)
     try:
+        classified = classify(
+            rows, schema, spec.keys, raw_format, reader_options, spec.unknown_fields
+        ).persist(StorageLevel.MEMORY_AND_DISK)
         stats = batch_stats(classified, schema, spec.dedup_column)
+    finally:
+        if read is not None:
+            read.unpersist()
+    try:
+        if stats.undecodable_files:
+            collapsed = one_row_per_undecodable_file(classified, stats.undecodable_files)
+            collapsed = collapsed.persist(StorageLevel.MEMORY_AND_DISK)
+            classified.unpersist()
+            classified = collapsed
+            stats = batch_stats(classified, schema, spec.dedup_column)
+        if spec.unknown_fields == "fail":
+            assert_nothing_rescued(classified, spec)
         if gate is None or stats.rows == stats.rows_rejected:
             return PreparedBatch(classified, classified, stats, None)
         landable = classified.filter(landable_rows()).select(*schema.fieldNames(), ROW_HASH_COLUMN)
@@ -314,6 +356,14 @@ def batch_stats(
         aggregates.append(F.sum(F.col(COPY_COLUMN).cast("int")).alias("copies"))
     if SOURCE_FILE_COLUMN in classified.columns:
         aggregates.append(F.collect_set(SOURCE_FILE_COLUMN).alias("files"))
+    if FAULT_COLUMN in classified.columns and SOURCE_FILE_COLUMN in classified.columns:
+        # Rows of an undecodable file not yet collapsed to one row still carry their text.
+        undecodable = (
+            F.col(FAULT_COLUMN).startswith(UNDECODABLE_PREFIX) & F.col(CORRUPT_COLUMN).isNotNull()
+        )
+        aggregates.append(
+            F.collect_set(F.when(undecodable, F.col(SOURCE_FILE_COLUMN))).alias("undecodable")
+        )
     if time_column is not None:
         pattern = "yyyy-MM-dd" if _is_date(schema, time_column) else "yyyy-MM-dd HH:mm:ss.SSSSSS"
         valid_time = F.when(F.col(REASON_COLUMN).isNull(), F.col(time_column))
@@ -328,6 +378,7 @@ def batch_stats(
         content_hash=digest,
         files=tuple(sorted(row.get("files") or ())),
         newest_time=row.get("newest"),
+        undecodable_files=tuple(sorted(row.get("undecodable") or ())),
     )
 
 
@@ -395,7 +446,19 @@ def _skip_committed(
             "skipped",
             note=f"{note}; ledger entry no longer in history, content not verified",
         )
-    incoming = batch_stats(classify_rows(batch, schema, spec.keys), schema)
+    rows, read = with_rescued(batch, schema)
+    classified = classify_rows(rows, schema, spec.keys).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        incoming = batch_stats(classified, schema)
+        if read is not None:
+            read.unpersist()
+        if incoming.undecodable_files:
+            collapsed = one_row_per_undecodable_file(
+                classified.withColumn(COPY_COLUMN, F.lit(False)), incoming.undecodable_files
+            )
+            incoming = batch_stats(collapsed, schema)
+    finally:
+        classified.unpersist()
     if is_content_conflict(incoming.content_hash, entry.meta.content_hash):
         raise BatchContentMismatchError(
             f"batch {batch_id} of app id {app_id!r} is already committed in {spec.name} "

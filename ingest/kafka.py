@@ -33,9 +33,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pyspark.sql import functions as F
-from pyspark.sql.types import StringType, StructField, StructType
+from pyspark.sql.types import StringType, StructType
 
-from quality.malformed import CORRUPT_COLUMN
+from quality.records import (
+    CORRUPT_COLUMN,
+    FAULT_COLUMN,
+    RECORD_COLUMN,
+    RESCUE_INPUT_COLUMN,
+    json_records,
+)
 from tables.errors import ConfigError, TerminalError, first_line
 from tables.identifiers import shorten
 from tables.session import jvm_of
@@ -87,8 +93,6 @@ _RESERVED_OPTIONS = frozenset(
     }
 )
 _RAW_SCHEMA = {"key": StringType(), "value": StringType()}
-_JSON_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN}
-_VALUE, _PARSED = "_lh_kafka_value", "_lh_kafka_parsed"  # intermediate columns of `_rows`
 _ADMIN_TIMEOUT_SECONDS = 30
 
 
@@ -322,22 +326,12 @@ def _rows(frame: DataFrame, source: KafkaSource, schema: StructType) -> DataFram
     if source.value_format == "raw":
         framed = frame.select("key", "value", *coordinates)
         return framed.select(*_data_columns(schema, F.col), *KAFKA_COLUMNS)
+    # The value's bytes as a string without decoding: bytes that are not UTF-8 stay exact.
     value = F.col("value").cast("string")
-    # Parse once into a column that the next select reads, so from_json runs once per row.
-    parsed_frame = frame.select(
-        value.alias(_VALUE),
-        F.from_json(value, _json_schema(schema), _JSON_OPTIONS).alias(_PARSED),
-        *coordinates,
-    )
-    parsed = F.col(_PARSED)
-    corrupt = _corrupt_text(F.col(_VALUE), parsed)
-
-    def field(name: str) -> Column:
-        return F.when(corrupt.isNull(), parsed.getField(name))
-
-    return parsed_frame.select(
-        *_data_columns(schema, field), corrupt.alias(CORRUPT_COLUMN), *KAFKA_COLUMNS
-    )
+    values = StructType([f for f in schema.fields if f.name not in METADATA_COLUMNS])
+    parsed = json_records(frame, value, values, coordinates, detect_files=False)
+    reader = [CORRUPT_COLUMN, RECORD_COLUMN, FAULT_COLUMN, RESCUE_INPUT_COLUMN]
+    return parsed.select(*_data_columns(schema, F.col), *reader, *KAFKA_COLUMNS)
 
 
 def _data_columns(schema: StructType, from_value: Callable[[str], Column]) -> list[Column]:
@@ -348,27 +342,6 @@ def _data_columns(schema: StructType, from_value: Callable[[str], Column]) -> li
         else from_value(f.name).cast(f.dataType).alias(f.name)
         for f in schema.fields
     ]
-
-
-def _json_schema(schema: StructType) -> StructType:
-    fields = [
-        StructField(f.name, f.dataType, True)
-        for f in schema.fields
-        if f.name not in METADATA_COLUMNS
-    ]
-    return StructType([*fields, StructField(CORRUPT_COLUMN, StringType(), True)])
-
-
-def _corrupt_text(value: Column, parsed: Column) -> Column:
-    """The raw value when it is not a JSON object of the schema, else null.
-
-    from_json fills the corrupt column for text that does not parse or does not fit the types,
-    but returns a null struct (no corrupt text) for an empty value and for a null value (a
-    tombstone); both are malformed here too, a tombstone with empty raw text.
-    """
-    return F.when(parsed.isNull(), F.coalesce(value, F.lit(""))).otherwise(
-        parsed.getField(CORRUPT_COLUMN)
-    )
 
 
 def offset_ranges(batch: DataFrame) -> OffsetRanges:

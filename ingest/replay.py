@@ -36,6 +36,7 @@ from ingest.kafka import (
     read_kafka_range,
 )
 from ingest.sources import FileSource, read_files
+from quality.fates import landed_columns
 from quality.malformed import landable_rows
 from tables.catalog import require_table
 from tables.errors import ConfigError, TerminalError
@@ -198,7 +199,7 @@ def replay_batch(
     prepared = prepare_batch(spark, spec, schema, frame, raw_format, options, gate)
     try:
         stats = prepared.stats
-        rows = prepared.rows.filter(landable_rows()).select(*schema.fieldNames())
+        rows = prepared.rows.filter(landable_rows()).select(*landed_columns(schema, prepared.rows))
         total = stats.rows - stats.rows_rejected - stats.rows_copies
         rejected = stats.rows_rejected
         if dry_run:

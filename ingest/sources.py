@@ -1,8 +1,11 @@
 """Stream sources: a landing directory of JSON, CSV or Parquet files, read with the table schema.
 
-JSON and CSV are read PERMISSIVE with a corrupt-record column, so a line that does not parse
-reaches the commit (and quarantine) instead of failing the stream or vanishing. Each row carries
-the file it came from, which the ledger records as the batch's source.
+JSON files are read as text lines and CSV files whole, both without decoding their bytes, and
+parsed by the quality layer (`quality.records`, `quality.csv_records`): every record keeps its
+exact text, a line that does not parse reaches the commit (and quarantine) instead of failing
+the stream or vanishing, and CSV columns are matched by header name. Parquet is read with the
+table schema. Each row carries the file it came from, which the ledger records as the batch's
+source. docs/records.md describes what happens to each record.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from quality.malformed import CORRUPT_COLUMN, SOURCE_FILE_COLUMN
+from quality.csv_records import csv_records
+from quality.records import CORRUPT_COLUMN, SOURCE_FILE_COLUMN, is_blank_line, json_records
 from tables.errors import ConfigError
 from tables.identifiers import shorten
 
@@ -49,6 +53,11 @@ class FileSource:
             raise ConfigError(
                 "max_files_per_trigger must be at least 1", key="max_files_per_trigger"
             )
+        if self.format == "json" and str(self.options.get("multiLine", "")).lower() == "true":
+            raise ConfigError(
+                "JSON sources are read one record per line (JSON Lines): multiLine is refused",
+                key="options",
+            )
 
     def describe(self) -> dict[str, Any]:
         """The source record stored in each batch's ledger entry (with the batch's files)."""
@@ -62,6 +71,18 @@ class FileSource:
 
 def read_stream(spark: SparkSession, source: FileSource, schema: StructType) -> DataFrame:
     """Open the landing directory as a stream of rows with the table schema."""
+    if source.format == "json":
+        options = _text_options(source)
+        if source.max_files_per_trigger:
+            options["maxFilesPerTrigger"] = str(source.max_files_per_trigger)
+        lines = spark.readStream.format("text").options(**options).load(source.path)
+        return _json_lines(lines, schema, source.options)
+    if source.format == "csv":
+        options = _text_options(source)
+        if source.max_files_per_trigger:
+            options["maxFilesPerTrigger"] = str(source.max_files_per_trigger)
+        whole = spark.readStream.format("text").option("wholetext", "true").options(**options)
+        return _csv_files(whole.load(source.path), schema, source.options)
     read_schema, options = _reader_settings(source, schema)
     if source.max_files_per_trigger:
         options["maxFilesPerTrigger"] = str(source.max_files_per_trigger)
@@ -73,9 +94,49 @@ def read_files(
     spark: SparkSession, source: FileSource, schema: StructType, files: list[str]
 ) -> DataFrame:
     """Read given files of the source as one batch, exactly as the stream reads them."""
+    if source.format == "json":
+        lines = spark.read.format("text").options(**_text_options(source)).load(files)
+        return _json_lines(lines, schema, source.options)
+    if source.format == "csv":
+        whole = spark.read.format("text").option("wholetext", "true")
+        frame = whole.options(**_text_options(source)).load(files)
+        return _csv_files(frame, schema, source.options)
     read_schema, options = _reader_settings(source, schema)
     frame = spark.read.format(source.format).schema(read_schema).options(**options).load(files)
     return _with_reader_columns(frame, source, schema)
+
+
+#: Options of Spark's JSON reader that the text reader understands the same way.
+_TEXT_OPTIONS = (
+    "lineSep",
+    "pathGlobFilter",
+    "recursiveFileLookup",
+    "modifiedBefore",
+    "modifiedAfter",
+)
+
+
+def _text_options(source: FileSource) -> dict[str, str]:
+    return {k: v for k, v in source.options.items() if k in _TEXT_OPTIONS}
+
+
+def _json_lines(lines: DataFrame, schema: StructType, options: Mapping[str, str]) -> DataFrame:
+    """JSON lines read as exact text, parsed with the schema (see `quality.records`)."""
+    value = F.col("value")
+    kept = lines.select(value, F.col("_metadata.file_path").alias(SOURCE_FILE_COLUMN)).where(
+        ~is_blank_line(value)
+    )
+    parse = {k: v for k, v in options.items() if k not in _TEXT_OPTIONS}
+    return json_records(kept, value, schema, [F.col(SOURCE_FILE_COLUMN)], parse_options=parse)
+
+
+def _csv_files(files: DataFrame, schema: StructType, options: Mapping[str, str]) -> DataFrame:
+    """Whole CSV files (bytes undecoded) split into records by `quality.csv_records`."""
+    frame = files.select(
+        F.col("value").cast("binary").alias("value"),
+        F.col("_metadata.file_path").alias(SOURCE_FILE_COLUMN),
+    )
+    return csv_records(frame, F.col("value"), schema, options)
 
 
 def _reader_settings(source: FileSource, schema: StructType) -> tuple[StructType, dict[str, str]]:

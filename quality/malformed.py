@@ -1,7 +1,10 @@
 """Classify each input row as landable, a copy, or rejected with a reason that names the fault.
 
-A row is rejected if the reader could not parse it against the table schema (the reader's
-corrupt-record column is set), if a record key is null or blank, if a NOT NULL column is null, if
+A row is rejected if the reader found a fault in its bytes (not UTF-8, trailing text after the
+JSON object, a compressed file read as text), if the reader could not parse it against the table
+schema (the reader's corrupt-record column is set), if it has rescued content and the table's
+`unknown_fields` is `quarantine`, if a record key is null or blank (empty, or only Unicode
+whitespace, format or control characters), if a NOT NULL column is null, if
 a floating-point column holds an infinity or NaN (JSON and CSV readers turn `1e400` into
 Infinity without complaint), or if another row of the batch has the same record key with
 different content. Exact copies of a kept row are not rejected: they are the same record, dropped
@@ -30,18 +33,28 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from quality.quarantine import RAW_COLUMN, REASON_COLUMN, SOURCE_COLUMN
+from quality.quarantine import RAW_BYTES_COLUMN, RAW_COLUMN, REASON_COLUMN, SOURCE_COLUMN
+from quality.records import (
+    CORRUPT_COLUMN,
+    FAULT_COLUMN,
+    RECORD_COLUMN,
+    SOURCE_FILE_COLUMN,
+)
+from tables.spec import RESCUED_COLUMN
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.types import DataType
 
-CORRUPT_COLUMN = "_lh_corrupt"
-SOURCE_FILE_COLUMN = "_lh_source_file"
+__all__ = ["CORRUPT_COLUMN", "FAULT_COLUMN", "RECORD_COLUMN", "SOURCE_FILE_COLUMN"]
+
 ROW_HASH_COLUMN = "_lh_row_hash"
 COPY_COLUMN = "_lh_copy"
 #: A quoted CSV field, with backslash or doubled-quote escapes, removed before counting separators.
 _QUOTED_FIELD = r'"(?:[^"\\]|\\.|"")*"'
+#: A value with nothing visible in it: Unicode separators, whitespace, control and format
+#: characters (zero-width space, BOM, ...). Spark's `trim` strips only the space character.
+BLANK_PATTERN = r"^[\p{Z}\s\p{Cc}\p{Cf}]*$"
 _CHECKED_TYPES = (
     "byte",
     "short",
@@ -118,21 +131,44 @@ def rejection_reason(
     columns: list[str],
     raw_format: str | None = None,
     options: Mapping[str, str] | None = None,
+    unknown_fields: str = "rescue",
 ) -> Column:
     """A string column: why the row cannot land, judged from the row alone, or null if it can.
 
-    `columns` are the columns present in the batch; the corrupt-record column is used when the
-    reader provided one.
+    `columns` are the columns present in the batch; the reader's fault, corrupt-record and
+    rescued columns are used when the reader provided them.
     """
     checks: list[tuple[Column, Column]] = []
+    if FAULT_COLUMN in columns:
+        checks.append((F.col(FAULT_COLUMN).isNotNull(), F.col(FAULT_COLUMN)))
     if CORRUPT_COLUMN in columns:
         checks.append(
             (F.col(CORRUPT_COLUMN).isNotNull(), unparsed_reason(schema, raw_format, options))
         )
+    if RESCUED_COLUMN in columns and unknown_fields == "quarantine":
+        rescued = F.col(RESCUED_COLUMN)
+        checks.append(
+            (
+                rescued.isNotNull(),
+                F.concat(
+                    F.lit("unknown fields: "),
+                    rescued_summary(rescued),
+                    F.lit(" (the table's unknown_fields is quarantine)"),
+                ),
+            )
+        )
     for key in keys:
         checks.append((F.col(key).isNull(), F.lit(f"missing record key: {key} is null")))
         if isinstance(schema[key].dataType, StringType):
-            checks.append((F.trim(F.col(key)) == "", F.lit(f"blank record key: {key} is empty")))
+            checks.append(
+                (
+                    F.col(key).rlike(BLANK_PATTERN),
+                    F.lit(
+                        f"blank record key: {key} is empty or holds only whitespace or "
+                        "invisible characters"
+                    ),
+                )
+            )
     for column in schema.fields:
         if not column.nullable and column.name not in keys:
             checks.append(
@@ -159,10 +195,25 @@ def rejection_reason(
     return reason
 
 
+def rescued_summary(rescued: Column) -> Column:
+    """The fields a rescued JSON names, e.g. `QTY, extra (not in the schema)`."""
+
+    def part(member: str, label: str) -> Column:
+        names = F.json_object_keys(F.get_json_object(rescued, f"$.{member}"))
+        return F.when(names.isNotNull(), F.concat(F.array_join(names, ", "), F.lit(f" ({label})")))
+
+    return F.concat_ws(
+        "; ",
+        part("fields", "not in the schema"),
+        part("converted", "converted to text"),
+        part("duplicates", "repeated in the record"),
+    )
+
+
 def row_hash(schema: StructType, columns: list[str]) -> Column:
-    """A 64-bit hash of a row's data (and corrupt text), the same for the same content."""
+    """A 64-bit hash of a row's data, corrupt and rescued text: the same for the same content."""
     types = {f.name: f.dataType for f in schema.fields}
-    hashed = [c for c in columns if c in (*schema.fieldNames(), CORRUPT_COLUMN)]
+    hashed = [c for c in columns if c in (*schema.fieldNames(), CORRUPT_COLUMN, RESCUED_COLUMN)]
     return F.xxhash64(*[_hashable(F.col(c), types.get(c)) for c in hashed])
 
 
@@ -172,6 +223,7 @@ def classify_rows(
     keys: tuple[str, ...],
     raw_format: str | None = None,
     options: Mapping[str, str] | None = None,
+    unknown_fields: str = "rescue",
 ) -> DataFrame:
     """Add the row-local reason, source and row-hash columns (no shuffle).
 
@@ -179,9 +231,10 @@ def classify_rows(
     """
     columns = batch.columns
     source = F.col(SOURCE_FILE_COLUMN) if SOURCE_FILE_COLUMN in columns else F.lit(None)
+    reason = rejection_reason(schema, keys, columns, raw_format, options, unknown_fields)
     return batch.select(
         *[F.col(c) for c in columns],
-        rejection_reason(schema, keys, columns, raw_format, options).alias(REASON_COLUMN),
+        reason.alias(REASON_COLUMN),
         source.cast("string").alias(SOURCE_COLUMN),
         row_hash(schema, columns).alias(ROW_HASH_COLUMN),
     )
@@ -196,7 +249,8 @@ def mark_duplicates(classified: DataFrame, schema: StructType, keys: tuple[str, 
     """
     others = [f for f in schema.fields if f.name not in keys]
     orderable = others and not any(isinstance(f.dataType, MapType) for f in others)
-    content = F.struct(*[f.name for f in others]) if orderable else F.col(ROW_HASH_COLUMN)
+    rescued = [RESCUED_COLUMN] if RESCUED_COLUMN in classified.columns else []
+    content = F.struct(*[f.name for f in others], *rescued) if orderable else F.col(ROW_HASH_COLUMN)
     valid = F.col(REASON_COLUMN).isNull()
     window = Window.partitionBy(*[F.col(k) for k in keys], valid).orderBy(
         content, F.col(ROW_HASH_COLUMN)
@@ -225,22 +279,36 @@ def classify(
     keys: tuple[str, ...],
     raw_format: str | None = None,
     options: Mapping[str, str] | None = None,
+    unknown_fields: str = "rescue",
 ) -> DataFrame:
     """Classify every row of a batch: row-local reasons, then duplicates within the batch."""
-    return mark_duplicates(classify_rows(batch, schema, keys, raw_format, options), schema, keys)
+    rows = classify_rows(batch, schema, keys, raw_format, options, unknown_fields)
+    return mark_duplicates(rows, schema, keys)
 
 
 def with_raw_record(rejected: DataFrame, schema: StructType) -> DataFrame:
-    """Add each rejected row's input as `_lh_raw`: the reader's corrupt text, else the row as JSON.
+    """Add each rejected row's input: `_lh_raw` text, or `_lh_raw_bytes` for bytes not UTF-8.
 
-    Done for the rejected rows alone, at quarantine time: rendering every row of a batch when it
-    is classified (and caching the text) cost about 40% of classifying a 200,000-row batch, for
-    rows that almost all land.
+    The raw text is the record exactly as the source delivered it when the reader kept it (JSON
+    lines and Kafka values, CSV records), else the reader's corrupt text, else (rows built by a
+    caller, Parquet) the row as JSON. Bytes that are not UTF-8 are never decoded into text: the
+    row gets NULL `_lh_raw` and its exact bytes in `_lh_raw_bytes`. Done for the rejected rows
+    alone, at quarantine time.
     """
-    as_json = F.to_json(F.struct(*[F.col(f.name) for f in schema.fields]))
-    has_corrupt = CORRUPT_COLUMN in rejected.columns
-    raw = F.coalesce(F.col(CORRUPT_COLUMN), as_json) if has_corrupt else as_json
-    return rejected.withColumn(RAW_COLUMN, raw)
+    if RECORD_COLUMN not in rejected.columns:
+        as_json = F.to_json(F.struct(*[F.col(f.name) for f in schema.fields]))
+        has_corrupt = CORRUPT_COLUMN in rejected.columns
+        raw = F.coalesce(F.col(CORRUPT_COLUMN), as_json) if has_corrupt else as_json
+        return rejected.withColumn(RAW_COLUMN, raw).withColumn(
+            RAW_BYTES_COLUMN, F.lit(None).cast("binary")
+        )
+    # The reader kept every record's text: no stand-in, even where it is NULL (a file-level
+    # row of an undecodable file has none).
+    record = F.col(RECORD_COLUMN)
+    invalid = record.isNotNull() & ~F.is_valid_utf8(record)
+    return rejected.withColumn(RAW_COLUMN, F.when(~invalid, record)).withColumn(
+        RAW_BYTES_COLUMN, F.when(invalid, record.cast("binary"))
+    )
 
 
 def landable_rows() -> Column:

@@ -34,8 +34,11 @@ if TYPE_CHECKING:
 REASON_COLUMN = "_lh_reason"
 RAW_COLUMN = "_lh_raw"
 SOURCE_COLUMN = "_lh_source"
+#: The exact bytes of a record that is not UTF-8 (its `_lh_raw` is NULL then), else NULL.
+RAW_BYTES_COLUMN = "_lh_raw_bytes"
 QUARANTINE_DDL = (
-    f"{LINEAGE_DDL}, {REASON_COLUMN} STRING NOT NULL, {RAW_COLUMN} STRING, {SOURCE_COLUMN} STRING"
+    f"{LINEAGE_DDL}, {REASON_COLUMN} STRING NOT NULL, {RAW_COLUMN} STRING, {SOURCE_COLUMN} STRING, "
+    f"{RAW_BYTES_COLUMN} BINARY"
 )
 
 
@@ -46,6 +49,7 @@ def ensure_quarantine_table(spark: SparkSession, spec: TableSpec) -> bool:
         spec.quarantine_name,
         parse_struct(QUARANTINE_DDL),
         properties={"delta.enableChangeDataFeed": "true"},
+        addable=(RAW_BYTES_COLUMN,),
     )
 
 
@@ -56,7 +60,7 @@ def write_quarantine(
     batch_id: int,
     ingested_at: datetime,
 ) -> None:
-    """Append rejected rows (reason, raw, source columns) once per (app id, batch id).
+    """Append rejected rows (reason, raw, source, raw bytes columns) once per (app id, batch id).
 
     The caller has classified the batch, added the raw records and counted the rows already;
     this only writes.
@@ -68,6 +72,7 @@ def write_quarantine(
         F.col(REASON_COLUMN),
         F.col(RAW_COLUMN),
         F.col(SOURCE_COLUMN),
+        F.col(RAW_BYTES_COLUMN),
     )
 
     marker = batch_markers(spec.name, app_id)[1]

@@ -2,7 +2,10 @@
 
 Creation goes through `DeltaTable.createIfNotExists`, so two processes starting at once both end
 with one table. A table that already exists is checked against its spec: a column that is
-missing or has another type is a SchemaMismatchError, never a silent rewrite.
+missing or has another type is a SchemaMismatchError, never a silent rewrite, except for the
+columns a spec marks as addable (the rescued-data column, the quarantine's raw bytes): a table
+created before they existed gains them with `ALTER TABLE ... ADD COLUMNS`, a metadata-only Delta
+commit that rewrites no data file.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from tables.errors import SchemaMismatchError, TableNotFoundError
 from tables.identifiers import validate_table_name
+from tables.spec import RESCUED_COLUMN
 from tables.warehouse import is_warehouse_catalog, register, table_location, warehouse_dir
 
 if TYPE_CHECKING:
@@ -77,12 +81,18 @@ def create_table(
     *,
     partition_by: tuple[str, ...] = (),
     properties: Mapping[str, str] | None = None,
+    addable: tuple[str, ...] = (),
 ) -> bool:
-    """Create a Delta table if absent and check an existing one; True if this call created it."""
+    """Create a Delta table if absent and check an existing one; True if this call created it.
+
+    An existing table that lacks one of the `addable` columns of `schema` gains it (appended at
+    the end) instead of failing the check.
+    """
     from delta.tables import DeltaTable
 
     validate_table_name(name)
     if table_exists(spark, name):
+        add_missing_columns(spark, name, schema, addable)
         _assert_matches(spark, name, schema)
         return False
     builder = DeltaTable.createIfNotExists(spark).tableName(name).addColumns(schema)
@@ -117,6 +127,34 @@ def _appears(spark: SparkSession, name: str, timeout: float = 10.0) -> bool:
     return True
 
 
+def add_missing_columns(
+    spark: SparkSession, name: str, schema: StructType, addable: tuple[str, ...]
+) -> list[str]:
+    """Add the `addable` columns of `schema` that the table lacks; return the ones added.
+
+    Another process may add the same column at the same moment: its ALTER wins and ours fails
+    (the column exists, or Delta reports a concurrent metadata change). Such a lost race is
+    fine as long as the column is there afterwards, so the schema is read again before raising.
+    """
+    wanted = [f for f in schema.fields if f.name in addable]
+    missing = _missing(spark, name, wanted)
+    if not missing:
+        return []
+    columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing)
+    try:
+        spark.sql(f"ALTER TABLE {name} ADD COLUMNS ({columns})")
+    except Exception:
+        if _missing(spark, name, wanted):
+            raise
+    return [f.name for f in missing]
+
+
+def _missing(spark: SparkSession, name: str, fields: list[Any]) -> list[Any]:
+    spark.catalog.refreshTable(name)
+    present = {f.name.lower() for f in spark.table(name).schema.fields}
+    return [f for f in fields if f.name.lower() not in present]
+
+
 def _assert_matches(spark: SparkSession, name: str, schema: StructType) -> None:
     problems = schema_differences(schema, spark.table(name).schema)
     if problems:
@@ -131,6 +169,7 @@ def ensure_table(spark: SparkSession, spec: TableSpec) -> bool:
         spec.table_schema(spark),
         partition_by=spec.table_partitions,
         properties=spec.table_properties(),
+        addable=(RESCUED_COLUMN,),
     )
 
 

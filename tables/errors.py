@@ -99,6 +99,19 @@ class ExpectationFailedError(TerminalError):
     """A batch broke an expectation whose action is `fail`: nothing of it was committed."""
 
 
+class UnknownFieldsError(TerminalError):
+    """A record held fields its table cannot hold as delivered, under `unknown_fields = "fail"`.
+
+    Raised before anything of the batch is committed; carries where the first such record is.
+    """
+
+    def __init__(self, message: str, *, file: str | None, key: str, fields: tuple[str, ...]):
+        super().__init__(message)
+        self.file = file
+        self.key = key
+        self.fields = fields
+
+
 class DuplicatesFoundError(TerminalError):
     """The post-commit audit found record keys twice under a `fail` policy: the table is held."""
 

@@ -2,7 +2,10 @@
 
 Every target table carries three lineage columns, placed first so that Delta collects min/max
 statistics on them (it indexes the first 32 columns by default): the MERGE's literal app id and
-batch id conditions then skip every file of other batches.
+batch id conditions then skip every file of other batches. The rescued-data column `_lh_rescued`
+comes last, after the user columns: it is free JSON text that no query filters on by min/max, so
+it should not take one of the 32 statistics slots from a user column, and `ALTER TABLE ... ADD
+COLUMNS` appends it there on tables created before it existed, so old and new tables agree.
 """
 
 from __future__ import annotations
@@ -31,6 +34,9 @@ LINEAGE_DDL = (
     f"{APP_ID_COLUMN} STRING NOT NULL, {BATCH_ID_COLUMN} BIGINT NOT NULL, "
     f"{INGESTED_AT_COLUMN} TIMESTAMP NOT NULL"
 )
+#: JSON text of what a row's columns could not hold as delivered (docs/records.md), NULL if nothing.
+RESCUED_COLUMN = "_lh_rescued"
+RESCUED_DDL = f"{RESCUED_COLUMN} STRING"
 
 TXN_RETENTION_PROPERTY = "delta.setTransactionRetentionDuration"
 DEFAULT_REPLAY_WINDOW = timedelta(days=7)
@@ -357,11 +363,12 @@ class TableSpec:
         return schema
 
     def table_schema(self, spark: SparkSession) -> StructType:
-        """The full target schema: lineage columns first, then the user columns."""
+        """The full target schema: lineage columns first, then the user columns, then rescued."""
         from pyspark.sql.types import StructType
 
         lineage = parse_struct(LINEAGE_DDL)
-        return StructType([*lineage.fields, *self.data_schema(spark).fields])
+        rescued = parse_struct(RESCUED_DDL)
+        return StructType([*lineage.fields, *self.data_schema(spark).fields, *rescued.fields])
 
 
 def quarantine_table_name(table: str) -> str:

@@ -130,7 +130,9 @@ def test_replace_rewrites_a_batch_in_one_commit(
     expected = data(spark, spec.name).collect()
     spark.sql(f"UPDATE {spec.name} SET amount = -1 WHERE _lh_batch_id = 1 AND event_id = 'e1-0'")
     spark.sql(f"DELETE FROM {spec.name} WHERE event_id = 'e1-1'")
-    spark.sql(f"INSERT INTO {spec.name} VALUES ('land', 1, current_timestamp(), 'stray', 'u', 0.0)")
+    spark.sql(
+        f"INSERT INTO {spec.name} VALUES ('land', 1, current_timestamp(), 'stray', 'u', 0.0, NULL)"
+    )
     version = table_version(spark, spec.name)
 
     [plan] = plan_replay(spark, spec, "land", 1, 1, job.source)
@@ -157,7 +159,9 @@ def test_replace_is_atomic_around_a_crash(
     spec = make_table()
     job = land(spark, spec, tmp_path)
     spark.sql(f"DELETE FROM {spec.name} WHERE event_id IN ('e1-1', 'e1-2')")
-    spark.sql(f"INSERT INTO {spec.name} VALUES ('land', 1, current_timestamp(), 'stray', 'u', 0.0)")
+    spark.sql(
+        f"INSERT INTO {spec.name} VALUES ('land', 1, current_timestamp(), 'stray', 'u', 0.0, NULL)"
+    )
     [plan] = plan_replay(spark, spec, "land", 1, 1, job.source)
     monkeypatch.setenv("LAKEHOUSE_FAULT", f"{fault}:raise")
 

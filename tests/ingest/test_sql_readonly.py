@@ -63,7 +63,10 @@ REFUSED = [
         "MERGE INTO ro_canary t USING ro_canary s ON t.id = s.id WHEN MATCHED THEN DELETE",
         "another command",
     ),
-    ("INSERT OVERWRITE DIRECTORY '/tmp/lakehouse-ro-test' USING parquet SELECT 1", "another command"),
+    (
+        "INSERT OVERWRITE DIRECTORY '/tmp/lakehouse-ro-test' USING parquet SELECT 1",
+        "another command",
+    ),
     ("TRUNCATE TABLE ro_canary", "another command"),
     ("DROP TABLE ro_canary", "another command"),
     ("DROP VIEW ro_view", "another command"),

@@ -22,7 +22,6 @@ GOOD_JSON = [
     '{"event_id": "g2", "kind": "view", "amount": 2, "seen": "2026-11-01 10:00:01"}',
 ]
 #: One line per class: the line, a text its quarantined raw record contains, the reason's start.
-#: Lines that parse are kept as their JSON form, so the marker is what both forms share.
 BAD_JSON = [
     ('{"event_id": "b1", "kind": "click", "amount": 3', '"b1"', "malformed JSON: not valid JSON"),
     ("[1, 2, 3]", "[1, 2, 3]", "malformed JSON: the record is an array or a bare value"),
@@ -53,8 +52,8 @@ BAD_JSON = [
 ]
 GOOD_CSV = ["event_id,kind,amount,seen", "c1,click,1.0,2026-11-01 10:00:00", '"c,2",view,2,']
 BAD_CSV = {
-    "c3,click,3.0,2026-11-01 10:00:00,surplus": "malformed CSV: 5 fields, the table has 4",
-    "c4,click": "malformed CSV: 2 fields, the table has 4",
+    "c3,click,3.0,2026-11-01 10:00:00,surplus": "malformed CSV: 5 fields, the header has 4",
+    "c4,click": "malformed CSV: 2 fields, the header has 4",
     "c5,click,abc,2026-11-01 10:00:00": "wrong type: column amount value 'abc' is not a DOUBLE",
 }
 
