@@ -110,6 +110,12 @@ def test_short_documents_stay_short(name: str, limit: int) -> None:
     assert lines <= limit, f"{name} has {lines} lines; keep it under {limit}"
 
 
+def test_the_readme_names_the_two_commands() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert "make demo" in readme
+    assert "make test" in readme
+
+
 def relative_links() -> list[tuple[str, str]]:
     links = []
     for doc in DOCS:
