@@ -29,6 +29,8 @@ from ingest.stopping import exit_code, quiet_py4j
 from tables.errors import ConfigError, QueryError, error_summary
 
 if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
     from ingest.commit import BatchResult
     from ingest.runner import RunReport
     from quality.audit import CheckResult
@@ -271,6 +273,9 @@ def check(
         bool,
         typer.Option("--repair", help="Delete the later copies of duplicated keys, in one commit."),
     ] = False,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Answer yes to the --repair question.")
+    ] = False,
     format: FormatOption = OutputFormat.table,
     config: ConfigOption = None,
 ) -> None:
@@ -293,6 +298,13 @@ def check(
         result = audit_table(spark, spec)
     results = [result]
     if repair and result.status == "failed":
+        if not yes:
+            typer.confirm(
+                f"Delete the later copies of {result.failing_keys} duplicated record key(s) "
+                f"from {table}?",
+                abort=True,
+                err=True,
+            )
         with err.status(f"deleting later copies of {result.failing_keys} key(s) in {table}…"):
             results.append(repair_duplicates(spark, spec, result))
     record(spark, results, txn=None)
@@ -326,29 +338,12 @@ def sql(
     rule as `lakehouse serve`. --allow-writes runs a refused statement after a confirmation
     (--yes answers it); writes made this way are not in the ledger.
     """
-    from tables.readonly import assert_guarded, read_only_session, refusal
     from tables.warehouse import register_all
 
     spark = spark_for(load_config(config, required=False))
     register_all(spark)
-    assert_guarded(spark)
     try:
-        try:
-            frame = read_only_session(spark).sql(query)
-        except Exception as exc:
-            reason = refusal(exc)
-            if reason is None:
-                raise
-            if not allow_writes:
-                raise QueryError(
-                    f"refused: {reason}; `lakehouse sql` runs queries, SHOW, DESCRIBE and "
-                    "EXPLAIN (--allow-writes runs anything, after a confirmation)"
-                ) from None
-            if not yes:
-                typer.confirm(
-                    f"This statement is not read-only ({reason}). Run it?", abort=True, err=True
-                )
-            frame = spark.sql(query)
+        frame = _run_sql(spark, query, allow_writes=allow_writes, yes=yes)
         names = frame.columns
         rows = [r.asDict(recursive=True) for r in frame.limit(limit).collect()]
     except Exception as exc:
@@ -358,6 +353,37 @@ def sql(
     emit(render(rows, format, columns=names) if names else "OK")
 
 
+def _run_sql(spark: SparkSession, query: str, *, allow_writes: bool, yes: bool) -> DataFrame:
+    """Run a statement read-only; a refused one runs only with --allow-writes, after a question."""
+    from tables.readonly import is_guarded, read_only_session, refusal
+
+    if not is_guarded(spark):
+        if not allow_writes:
+            raise QueryError(
+                "this Spark session was not started by lakehouse, so it has no read-only guard: "
+                "pass --allow-writes to run statements on it as they are"
+            )
+        if not yes:
+            typer.confirm(
+                "This session has no read-only guard. Run the statement?", abort=True, err=True
+            )
+        return spark.sql(query)
+    try:
+        return read_only_session(spark).sql(query)
+    except Exception as exc:
+        reason = refusal(exc)
+        if reason is None:
+            raise
+        if not allow_writes:
+            raise QueryError(
+                f"refused: {reason}; `lakehouse sql` runs queries, SHOW, DESCRIBE and EXPLAIN "
+                "(--allow-writes runs anything, after a confirmation)"
+            ) from None
+    if not yes:
+        typer.confirm(f"This statement is not read-only ({reason}). Run it?", abort=True, err=True)
+    return spark.sql(query)
+
+
 for command in (
     cli_admin.replay,
     cli_admin.vacuum,
@@ -365,9 +391,12 @@ for command in (
     cli_admin.apps,
     cli_admin.reset_app,
     cli_deploy.serve,
-    cli_deploy.job_script,
 ):
     app.command(name=command.__name__.replace("_", "-"))(command)
+app.command(
+    name="job-script",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+)(cli_deploy.job_script)
 
 
 def main() -> None:

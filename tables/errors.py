@@ -79,10 +79,6 @@ class QueryError(TerminalError):
     """A SQL statement failed to parse or analyse."""
 
 
-class ReadOnlyStatementError(TerminalError):
-    """A `lakehouse sql` statement does more than read, and writes were not allowed."""
-
-
 class BatchContentMismatchError(TerminalError):
     """A batch id already committed for an app id arrived again with different content."""
 

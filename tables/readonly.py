@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tables.connectors import cache_root, locked
-from tables.errors import QueryError, SessionError
+from tables.errors import SessionError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -111,11 +111,7 @@ def refusal(exc: BaseException) -> str | None:
     return None
 
 
-def assert_guarded(spark: SparkSession) -> None:
-    """Raise QueryError unless the session loaded the guard (it is off in foreign sessions)."""
+def is_guarded(spark: SparkSession) -> bool:
+    """True if the session loaded the guard (a session lakehouse did not start has none)."""
     extensions = spark.sparkContext.getConf().get("spark.sql.extensions", "") or ""
-    if GUARD_EXTENSION not in extensions:
-        raise QueryError(
-            "this Spark session was not started by lakehouse, so it has no read-only guard: "
-            "run with --allow-writes to use it as it is"
-        )
+    return GUARD_EXTENSION in extensions

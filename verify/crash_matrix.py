@@ -435,7 +435,7 @@ def group_alive(pgid: int) -> bool:
 def stop_stray_run(pgid: int, workdir: Path, grace: float = 60.0) -> bool:
     """SIGKILL the run of a stopped harness, if a process of its group is still alive.
 
-    Only a group one of whose processes names the work directory (the JVM's Derby home) or
+    Only a group one of whose processes names the work directory (the JVM's lakehouse home) or
     `ingest.cli` (the driver) is touched, so a group id reused after a reboot is left alone. The
     JVM must not outlive the harness: it holds the embedded metastore's lock. True if a run was
     found and is gone.

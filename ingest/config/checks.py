@@ -80,7 +80,6 @@ def _check_locations(config: LakehouseConfig, root: Where) -> None:
     owned = {
         "the lakehouse home": home,
         "the warehouse": os.path.join(home, "warehouse"),
-        "the metastore": os.path.join(home, "metastore_db"),
     }
     checkpoints: list[tuple[str, str]] = []
     for name, pipeline in config.pipelines.items():
@@ -88,7 +87,7 @@ def _check_locations(config: LakehouseConfig, root: Where) -> None:
         checkpoint = _normal(pipeline.checkpoint)
         if checkpoint == owned["the lakehouse home"]:
             raise (at / "checkpoint").error(f"{pipeline.checkpoint} is the lakehouse home itself")
-        for what in ("the warehouse", "the metastore"):
+        for what in ("the warehouse",):
             if _within(checkpoint, owned[what]):
                 raise (at / "checkpoint").error(
                     f"{pipeline.checkpoint} is inside {what} ({owned[what]}): dropping or "

@@ -75,3 +75,9 @@ def test_serve_with_writes_asks_first(tmp_path: Path, monkeypatch: pytest.Monkey
     assert result.exit_code == 1
     assert "Let every client" in result.output
     assert "Aborted" in result.output
+
+
+def test_job_script_takes_the_command_without_a_separator() -> None:
+    result = runner.invoke(app, ["job-script", "ingest", "events", "-c", "lakehouse.toml"])
+    assert result.exit_code == 0, result.output
+    assert shlex.split(result.stdout)[-4:] == ["ingest", "events", "-c", "lakehouse.toml"]

@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
@@ -66,11 +67,16 @@ def postgres_binary(name: str) -> str:
 
 
 class PostgresCluster:
-    """A throwaway PostgreSQL cluster (initdb into a temp directory) on 127.0.0.1."""
+    """A throwaway PostgreSQL cluster (initdb into a temp directory) on 127.0.0.1.
 
-    def __init__(self, root: Path, database: str = "metastore", user: str = "lakehouse") -> None:
-        self.root = root
-        self.data = root / "data"
+    As root the server runs as the `postgres` user, which cannot enter pytest's private temp
+    directories: the cluster then lives in a directory of its own under the system temp dir,
+    removed when it stops.
+    """
+
+    def __init__(self, database: str = "metastore", user: str = "lakehouse") -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="lakehouse-pg-"))
+        self.data = self.root / "data"
         self.port = free_port()
         self.database = database
         self.user = user

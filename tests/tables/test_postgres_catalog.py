@@ -80,7 +80,7 @@ def land(directory: Path, key: str, value: str, ids: list[str]) -> None:
 
 
 def test_processes_share_tables_through_a_postgres_metastore(tmp_path: Path) -> None:
-    with PostgresCluster(tmp_path / "pg") as pg:
+    with PostgresCluster() as pg:
         (tmp_path / "lakehouse.toml").write_text(config(pg.url))
         land(tmp_path / "landing_events", "event_id", "amount", [f"e{i}" for i in range(30)])
         land(tmp_path / "landing_orders", "order_id", "total", [f"o{i}" for i in range(20)])
