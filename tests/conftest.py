@@ -25,7 +25,7 @@ def lakehouse_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def spark(lakehouse_home: Path) -> Iterator[SparkSession]:
-    """One local[2] Spark session with Delta, Kafka and the warehouse catalog, UI off, 2 partitions."""
+    """One local[2] Spark session with Delta, Kafka and the warehouse catalog; UI off."""
     from tables.session import get_spark
 
     os.environ.setdefault("LAKEHOUSE_SPARK_MASTER", "local[2]")

@@ -437,7 +437,7 @@ def stop_stray_run(pgid: int, workdir: Path, grace: float = 60.0) -> bool:
 
     Only a group one of whose processes names the work directory (the JVM's lakehouse home) or
     `ingest.cli` (the driver) is touched, so a group id reused after a reboot is left alone. The
-    JVM must not outlive the harness: it holds the embedded metastore's lock. True if a run was
+    JVM must not outlive the harness: it would go on writing the run's tables. True if a run was
     found and is gone.
     """
     marks = (str(workdir).encode(), b"ingest.cli")
