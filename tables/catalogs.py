@@ -73,6 +73,9 @@ class CatalogSpec:
                 # version stamp that only Hive's schematool writes.
                 "spark.hadoop.datanucleus.schema.autoCreateAll": "true",
                 "spark.hadoop.hive.metastore.schema.verification": "false",
+                # Ids are generated on the transaction's own connection: on a second one, the
+                # first table's creation waits for locks its own open transaction holds.
+                "spark.hadoop.datanucleus.valuegeneration.transactionAttribute": "UsePM",
             }
         )
         if self.user:

@@ -875,10 +875,10 @@ def test_option_values_keep_their_text_and_booleans_read_as_spark_writes_them(
     project: Path,
 ) -> None:
     (project / "lakehouse.toml").write_text(
-        source("options = {multiLine = true, samplingRatio = 0.5, dateFormat = 'yyyy'}")
+        source("options = {allowComments = true, samplingRatio = 0.5, dateFormat = 'yyyy'}")
     )
     options = load_config(Path("lakehouse.toml")).pipeline("landing").source.options
-    assert options == {"multiLine": "true", "samplingRatio": "0.5", "dateFormat": "yyyy"}
+    assert options == {"allowComments": "true", "samplingRatio": "0.5", "dateFormat": "yyyy"}
 
 
 def test_unknown_fields_is_read_into_the_table_spec(project: Path) -> None:

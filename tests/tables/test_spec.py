@@ -84,7 +84,14 @@ def test_partition_and_expectation_columns_must_be_in_the_schema() -> None:
 
 def test_table_schema_puts_lineage_first(spark: SparkSession) -> None:
     schema = TableSpec("t", "a STRING, b INT", ("a",)).table_schema(spark)
-    assert schema.fieldNames() == ["_lh_app_id", "_lh_batch_id", "_lh_ingested_at", "a", "b"]
+    assert schema.fieldNames() == [
+        "_lh_app_id",
+        "_lh_batch_id",
+        "_lh_ingested_at",
+        "a",
+        "b",
+        "_lh_rescued",
+    ]
 
 
 def test_ensure_table_is_idempotent_and_registers(spark: SparkSession) -> None:
