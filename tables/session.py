@@ -210,6 +210,9 @@ def _build_embedded(
     # without a reachable resolver costs tens of seconds per start.
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("SPARK_LOCAL_HOSTNAME", "localhost")
+    # The rescue of odd JSON fields runs in Python workers: they must be this interpreter, which
+    # has this package, not whatever `python3` comes first on PATH.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     home.mkdir(parents=True, exist_ok=True)
     java_options = f"-Dlog4j.configurationFile={_LOG4J_CONFIG}"
     master = os.environ.get("LAKEHOUSE_SPARK_MASTER", "local[*]")
