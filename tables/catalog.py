@@ -108,8 +108,9 @@ def create_table(
         builder.execute()
     except Exception:
         # Another process or thread created it first (Delta reports the lost race for version 0
-        # as a concurrent protocol or metadata change): the table exists, check it instead. The
-        # winner commits version 0 before it registers the name, so give it a moment to appear.
+        # as a concurrent protocol or metadata change, or, while the winner's first commit is
+        # still being written, as a non-empty location): the table exists, check it instead.
+        # On a loaded machine the winner's first commit can take tens of seconds to appear.
         if not _appears(spark, name):
             raise
         _assert_matches(spark, name, schema)
@@ -117,7 +118,7 @@ def create_table(
     return True
 
 
-def _appears(spark: SparkSession, name: str, timeout: float = 10.0) -> bool:
+def _appears(spark: SparkSession, name: str, timeout: float = 60.0) -> bool:
     """True once `name` is in the catalog, polling for up to `timeout` seconds."""
     deadline = time.monotonic() + timeout
     while not table_exists(spark, name):

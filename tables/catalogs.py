@@ -73,9 +73,10 @@ class CatalogSpec:
                 # version stamp that only Hive's schematool writes.
                 "spark.hadoop.datanucleus.schema.autoCreateAll": "true",
                 "spark.hadoop.hive.metastore.schema.verification": "false",
-                # Ids are generated on the transaction's own connection: on a second one, the
-                # first table's creation waits for locks its own open transaction holds.
-                "spark.hadoop.datanucleus.valuegeneration.transactionAttribute": "UsePM",
+                # Tables are created as first needed, inside the metastore's open transaction; a
+                # foreign key added on another connection then waits for that transaction's locks
+                # forever (PostgreSQL). The metastore works without the constraints.
+                "spark.hadoop.datanucleus.schema.autoCreateConstraints": "false",
             }
         )
         if self.user:
