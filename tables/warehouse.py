@@ -10,6 +10,7 @@ from the same directories. docs/DESIGN.md says why this and not a Derby server o
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 CATALOG_IMPLEMENTATION_CONF = "spark.sql.catalogImplementation"
 WAREHOUSE_CONF = "spark.sql.warehouse.dir"
 DEFAULT_DATABASE = "default"
+_REGISTER_ATTEMPTS = 4
 
 
 def is_warehouse_catalog(spark: SparkSession) -> bool:
@@ -90,11 +92,23 @@ def register(spark: SparkSession, name: str) -> bool:
         database = name.split(".", 1)[0]
         if database.lower() != DEFAULT_DATABASE:
             spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(database)}")
-    spark.sql(
+    statement = (
         f"CREATE TABLE IF NOT EXISTS {quote_identifier(name)} USING delta "
         f"LOCATION {sql_string_literal(location)}"
     )
-    return True
+    for attempt in range(_REGISTER_ATTEMPTS):
+        try:
+            spark.sql(statement)
+            return True
+        except Exception:
+            # The table's first commits are still landing (another process is creating it):
+            # Delta reports a concurrent protocol or metadata change. Look again shortly.
+            if spark.catalog.tableExists(name):
+                return True
+            if attempt == _REGISTER_ATTEMPTS - 1:
+                raise
+            time.sleep(1.0 + attempt)
+    return False
 
 
 def register_all(spark: SparkSession) -> list[str]:
