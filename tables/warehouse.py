@@ -78,15 +78,36 @@ def candidate_tables(warehouse: Path) -> list[str]:
     return sorted(name for name in found if is_table_name(name))
 
 
+def has_commit(directory: Path) -> bool:
+    """True if a local table directory's Delta log holds a commit or a checkpoint."""
+    log = directory / "_delta_log"
+    if (log / "_last_checkpoint").is_file():
+        return True
+    return any(entry.stem.isdigit() for entry in log.glob("*.json"))
+
+
+def is_committed_table(spark: SparkSession, location: str) -> bool:
+    """True if a Delta table with at least one commit lives at `location`.
+
+    For a local directory the log is looked at directly: Delta's `isDeltaTable` answers from the
+    JVM's cached log of that path, which does not see a first commit another process wrote
+    after this process first looked (the loser of a creation race would wait forever).
+    """
+    from delta.tables import DeltaTable
+
+    directory = local_path(location)
+    if directory is not None:
+        return has_commit(directory)
+    return bool(DeltaTable.isDeltaTable(spark, location))
+
+
 def register(spark: SparkSession, name: str) -> bool:
     """Register `name` from its warehouse directory if Delta finds a table there; True if so.
 
     A directory whose log has no commit yet (a creator racing this call) is not a table yet.
     """
-    from delta.tables import DeltaTable
-
     location = table_location(warehouse_dir(spark), name)
-    if not DeltaTable.isDeltaTable(spark, location):
+    if not is_committed_table(spark, location):
         return False
     if "." in name:
         database = name.split(".", 1)[0]

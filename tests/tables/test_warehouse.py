@@ -13,6 +13,7 @@ from tables.errors import ConfigError
 from tables.spec import parse_struct
 from tables.warehouse import (
     candidate_tables,
+    has_commit,
     is_warehouse_catalog,
     local_path,
     register_all,
@@ -89,3 +90,12 @@ def test_a_directory_without_a_commit_is_not_a_table(spark: SparkSession) -> Non
     assert location is not None
     (location / "_delta_log").mkdir(parents=True)
     assert not table_exists(spark, "half_made")
+
+
+def test_has_commit_looks_at_the_log_itself(tmp_path: Path) -> None:
+    log = tmp_path / "t" / "_delta_log"
+    log.mkdir(parents=True)
+    (log / ".00000000000000000000.json.tmp").write_text("{}")
+    assert not has_commit(tmp_path / "t")
+    (log / "00000000000000000000.json").write_text("{}")
+    assert has_commit(tmp_path / "t")
