@@ -29,8 +29,6 @@ from ingest.stopping import exit_code, quiet_py4j
 from tables.errors import ConfigError, QueryError, error_summary
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
-
     from ingest.commit import BatchResult
     from ingest.runner import RunReport
     from quality.audit import CheckResult
@@ -338,12 +336,18 @@ def sql(
     rule as `lakehouse serve`. --allow-writes runs a refused statement after a confirmation
     (--yes answers it); writes made this way are not in the ledger.
     """
+    from tables.readonly import run_statement
     from tables.warehouse import register_all
 
     spark = spark_for(load_config(config, required=False))
     register_all(spark)
     try:
-        frame = _run_sql(spark, query, allow_writes=allow_writes, yes=yes)
+        frame = run_statement(
+            spark,
+            query,
+            allow_writes=allow_writes,
+            confirm=None if yes else (lambda q: typer.confirm(q, abort=True, err=True)),
+        )
         names = frame.columns
         rows = [r.asDict(recursive=True) for r in frame.limit(limit).collect()]
     except Exception as exc:
@@ -351,37 +355,6 @@ def sql(
             raise QueryError(f"SQL failed: {error_summary(exc)}") from exc
         raise
     emit(render(rows, format, columns=names) if names else "OK")
-
-
-def _run_sql(spark: SparkSession, query: str, *, allow_writes: bool, yes: bool) -> DataFrame:
-    """Run a statement read-only; a refused one runs only with --allow-writes, after a question."""
-    from tables.readonly import is_guarded, read_only_session, refusal
-
-    if not is_guarded(spark):
-        if not allow_writes:
-            raise QueryError(
-                "this Spark session was not started by lakehouse, so it has no read-only guard: "
-                "pass --allow-writes to run statements on it as they are"
-            )
-        if not yes:
-            typer.confirm(
-                "This session has no read-only guard. Run the statement?", abort=True, err=True
-            )
-        return spark.sql(query)
-    try:
-        return read_only_session(spark).sql(query)
-    except Exception as exc:
-        reason = refusal(exc)
-        if reason is None:
-            raise
-        if not allow_writes:
-            raise QueryError(
-                f"refused: {reason}; `lakehouse sql` runs queries, SHOW, DESCRIBE and EXPLAIN "
-                "(--allow-writes runs anything, after a confirmation)"
-            ) from None
-    if not yes:
-        typer.confirm(f"This statement is not read-only ({reason}). Run it?", abort=True, err=True)
-    return spark.sql(query)
 
 
 for command in (

@@ -15,14 +15,15 @@ import shutil
 import subprocess
 import tempfile
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tables.connectors import cache_root, locked
-from tables.errors import SessionError
+from tables.errors import QueryError, SessionError
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 GUARD_EXTENSION = "lakehouse.ReadOnlyGuard"
 READ_ONLY_CONF = "spark.lakehouse.readOnly"
@@ -115,3 +116,40 @@ def is_guarded(spark: SparkSession) -> bool:
     """True if the session loaded the guard (a session lakehouse did not start has none)."""
     extensions = spark.sparkContext.getConf().get("spark.sql.extensions", "") or ""
     return GUARD_EXTENSION in extensions
+
+
+def run_statement(
+    spark: SparkSession,
+    query: str,
+    *,
+    allow_writes: bool,
+    confirm: Callable[[str], object] | None,
+) -> DataFrame:
+    """Run a statement read-only; a refused one runs only when writes are allowed and confirmed.
+
+    `confirm` asks the question and aborts on no (None: the answer is yes). A session this
+    project did not start has no guard: it runs statements only with writes allowed.
+    """
+    if not is_guarded(spark):
+        if not allow_writes:
+            raise QueryError(
+                "this Spark session was not started by lakehouse, so it has no read-only guard: "
+                "pass --allow-writes to run statements on it as they are"
+            )
+        if confirm is not None:
+            confirm("This session has no read-only guard. Run the statement?")
+        return spark.sql(query)
+    try:
+        return read_only_session(spark).sql(query)
+    except Exception as exc:
+        reason = refusal(exc)
+        if reason is None:
+            raise
+        if not allow_writes:
+            raise QueryError(
+                f"refused: {reason}; `lakehouse sql` runs queries, SHOW, DESCRIBE and EXPLAIN "
+                "(--allow-writes runs anything, after a confirmation)"
+            ) from None
+    if confirm is not None:
+        confirm(f"This statement is not read-only ({reason}). Run it?")
+    return spark.sql(query)
