@@ -87,12 +87,11 @@ def _check_locations(config: LakehouseConfig, root: Where) -> None:
         checkpoint = _normal(pipeline.checkpoint)
         if checkpoint == owned["the lakehouse home"]:
             raise (at / "checkpoint").error(f"{pipeline.checkpoint} is the lakehouse home itself")
-        for what in ("the warehouse",):
-            if _within(checkpoint, owned[what]):
-                raise (at / "checkpoint").error(
-                    f"{pipeline.checkpoint} is inside {what} ({owned[what]}): dropping or "
-                    "vacuuming a table would delete it"
-                )
+        if _within(checkpoint, owned["the warehouse"]):
+            raise (at / "checkpoint").error(
+                f"{pipeline.checkpoint} is inside the warehouse ({owned['the warehouse']}): "
+                "dropping or vacuuming a table would delete it"
+            )
         for other, location in checkpoints:
             if _within(checkpoint, location) or _within(location, checkpoint):
                 relation = "the same as" if checkpoint == location else "nested with"

@@ -559,12 +559,6 @@ CASES: list[tuple[str, str, str, str]] = [
         "inside the warehouse",
     ),
     (
-        "checkpoint-metastore",
-        pipeline("checkpoint = 'state/metastore_db/x'"),
-        "pipelines.landing.checkpoint",
-        "inside the metastore",
-    ),
-    (
         "checkpoint-home",
         pipeline("checkpoint = 'state'"),
         "pipelines.landing.checkpoint",
