@@ -14,7 +14,7 @@ argument gives a one-line error, not a screenful.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from tables.errors import InvalidIdentifierError, KeyPath
 
@@ -99,54 +99,57 @@ def is_option_name(name: str) -> bool:
     return _is(_OPTION_NAME, name)
 
 
+#: The rule of app ids and pipeline names, which name checkpoint directories.
+_DOTTED_RULE = (
+    "use 1-128 letters, digits, '_', '-' and '.' between them, starting with a letter or digit"
+)
+
+
+def _validated(name: str, is_valid: Callable[[str], bool], what: str, rule: str) -> str:
+    """Return `name` if `is_valid` accepts it, else raise InvalidIdentifierError naming the rule."""
+    if not is_valid(name):
+        raise InvalidIdentifierError(f"invalid {what} {shorten(name)}: {rule}")
+    return name
+
+
 def validate_table_name(name: str) -> str:
     """Return `name` if it is a valid table name, else raise InvalidIdentifierError."""
-    if not is_table_name(name):
-        raise InvalidIdentifierError(
-            f"invalid table name {shorten(name)}: use letters, digits and _, not starting with "
-            "a digit (optionally db.table)"
-        )
-    return name
+    return _validated(
+        name,
+        is_table_name,
+        "table name",
+        "use letters, digits and _, not starting with a digit (optionally db.table)",
+    )
 
 
 def validate_column_name(name: str) -> str:
     """Return `name` if it is a valid column name, else raise InvalidIdentifierError."""
-    if not is_column_name(name):
-        raise InvalidIdentifierError(
-            f"invalid column name {shorten(name)}: use 1-128 letters, digits and _, "
-            "not starting with a digit"
-        )
-    return name
+    return _validated(
+        name,
+        is_column_name,
+        "column name",
+        "use 1-128 letters, digits and _, not starting with a digit",
+    )
 
 
 def validate_app_id(app_id: str) -> str:
     """Return `app_id` if valid, else raise InvalidIdentifierError."""
-    if not is_app_id(app_id):
-        raise InvalidIdentifierError(
-            f"invalid app id {shorten(app_id)}: use 1-128 letters, digits, '_', '-' and '.' "
-            "between them, starting with a letter or digit"
-        )
-    return app_id
+    return _validated(app_id, is_app_id, "app id", _DOTTED_RULE)
 
 
 def validate_pipeline_name(name: str) -> str:
     """Return `name` if it is a valid pipeline name, else raise InvalidIdentifierError."""
-    if not is_pipeline_name(name):
-        raise InvalidIdentifierError(
-            f"invalid pipeline name {shorten(name)}: use 1-128 letters, digits, '_', '-' and "
-            "'.' between them, starting with a letter or digit"
-        )
-    return name
+    return _validated(name, is_pipeline_name, "pipeline name", _DOTTED_RULE)
 
 
 def validate_option_name(name: str) -> str:
     """Return `name` if it is a valid option or property key, else raise InvalidIdentifierError."""
-    if not is_option_name(name):
-        raise InvalidIdentifierError(
-            f"invalid option name {shorten(name)}: use letters, digits, '_', '-' and '.' "
-            "between them, starting with a letter"
-        )
-    return name
+    return _validated(
+        name,
+        is_option_name,
+        "option name",
+        "use letters, digits, '_', '-' and '.' between them, starting with a letter",
+    )
 
 
 def case_collisions(names: Iterable[str]) -> list[tuple[str, ...]]:
