@@ -868,11 +868,15 @@ class Harness:
 
     def _verify(self) -> None:
         os.environ.setdefault("LAKEHOUSE_SPARK_MASTER", "local[2]")
+        from tables.catalog import require_table
         from tables.log import committed_batch, read_ledger
         from tables.session import get_spark
 
         spark = get_spark(self.home, app_name="lakehouse-verify")
         try:
+            # A new session knows a table only once it is looked up in the warehouse.
+            for table in (TABLE, QUARANTINE):
+                require_table(spark, table)
             target = [str(r[0]) for r in spark.table(TABLE).select(KEY).collect()]
             raw = [str(r[0] or "") for r in spark.table(QUARANTINE).select(RAW_COLUMN).collect()]
             marker = committed_batch(spark, TABLE, APP_ID)
