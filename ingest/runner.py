@@ -4,8 +4,8 @@ One checkpoint location per app id. Before the stream starts, the runner compare
 with the log: an empty checkpoint for an app the table already holds batches of means the
 checkpoint was lost, and the run stops with both numbers instead of re-numbering batches from 0.
 The run holds its checkpoint (`ingest.checkpoint`: one run at a time, a killed run's temp files
-removed), finishes a reset of its app that was cut short (`ingest.admin.apps.pending_reset`), and stops
-between batches on SIGINT or SIGTERM (`ingest.stopping`).
+removed), finishes a reset of its app that was cut short (`ingest.admin.apps.pending_reset`),
+and stops between batches on SIGINT or SIGTERM (`ingest.stopping`).
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ def audit_after_commit(
     ]
     if should_repair(audit):
         results.append(repair_duplicates(spark, spec, audit))
-    audit_marker = batch_markers(spec.name, result.app_id)[2]
+    _, _, audit_marker = batch_markers(spec.name, result.app_id)
     record(spark, results, txn=(audit_marker.txn_app_id, result.batch_id))
     if should_hold(audit):
         raise DuplicatesFoundError(held_message(spec.name, audit.as_row()))
