@@ -4,8 +4,8 @@ One checkpoint location per app id. Before the stream starts, the runner compare
 with the log: an empty checkpoint for an app the table already holds batches of means the
 checkpoint was lost, and the run stops with both numbers instead of re-numbering batches from 0.
 The run holds its checkpoint (`ingest.checkpoint`: one run at a time, a killed run's temp files
-removed), finishes a reset of its app that was cut short (`ingest.apps.pending_reset`), and stops
-between batches on SIGINT or SIGTERM (`ingest.stopping`).
+removed), finishes a reset of its app that was cut short (`ingest.admin.apps.pending_reset`),
+and stops between batches on SIGINT or SIGTERM (`ingest.stopping`).
 """
 
 from __future__ import annotations
@@ -15,16 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pyspark import StorageLevel
-
-from ingest.apps import finish_reset, pending_reset
+from ingest.admin.apps import finish_reset, pending_reset
 from ingest.checkpoint import hold_checkpoint
 from ingest.commit import BatchResult, commit_batch
 from ingest.config.checks import assert_pipeline_ready
 from ingest.decisions import is_checkpoint_lost
-from ingest.kafka import KAFKA_COLUMNS, KafkaSource, offset_ranges, read_kafka_stream
-from ingest.resume import read_batch_base, resume_point, write_batch_base
-from ingest.sources import FileSource, read_stream
+from ingest.sources.resume import read_batch_base, write_batch_base
 from ingest.stopping import StopRequest, StopRequested, stop_on_signals
 from ingest.triggers import parse_trigger
 from quality.audit import (
@@ -121,7 +117,7 @@ def audit_after_commit(
     ]
     if should_repair(audit):
         results.append(repair_duplicates(spark, spec, audit))
-    audit_marker = batch_markers(spec.name, result.app_id)[2]
+    _, _, audit_marker = batch_markers(spec.name, result.app_id)
     record(spark, results, txn=(audit_marker.txn_app_id, result.batch_id))
     if should_hold(audit):
         raise DuplicatesFoundError(held_message(spec.name, audit.as_row()))
@@ -188,9 +184,7 @@ def run_pipeline(
     """
     assert_pipeline_ready(pipeline, trigger)
     trigger_args = parse_trigger(trigger or pipeline.trigger)
-    source = pipeline.source
-    if isinstance(source, FileSource) and not _path_exists(spark, source.path):
-        raise TerminalError(f"landing directory {source.path} does not exist")
+    pipeline.source.assert_present(spark)
     ensure_table(spark, spec)
     ensure_quarantine_table(spark, spec)
     report = RunReport(
@@ -228,14 +222,11 @@ def _prepare_checkpoint(
     spark: SparkSession, pipeline: PipelineSpec, spec: TableSpec, resume_from_log: bool
 ) -> str | None:
     """Check the checkpoint against the log (or resume a Kafka one from it): starting offsets."""
-    source = pipeline.source
-    resumable = resume_from_log and not checkpoint_has_offsets(spark, pipeline.checkpoint)
-    if isinstance(source, KafkaSource) and resumable:
-        point = resume_point(spark, spec, pipeline.app_id, source)
+    if resume_from_log and not checkpoint_has_offsets(spark, pipeline.checkpoint):
+        point = pipeline.source.resume_point(spark, spec, pipeline.app_id)
         if point is not None:
             write_batch_base(spark, pipeline.checkpoint, point.batch_base)
             return point.starting_offsets
-        return None
     assert_checkpoint_matches_log(spark, spec, pipeline.app_id, pipeline.checkpoint)
     return None
 
@@ -278,10 +269,7 @@ def _run_stream(
             failures.append(exc)
             raise
 
-    if isinstance(source, KafkaSource):
-        stream = read_kafka_stream(spark, source, schema, starting_offsets_json=starting_offsets)
-    else:
-        stream = read_stream(spark, source, schema)
+    stream = source.open_stream(spark, schema, starting_offsets=starting_offsets)
     query = (
         stream.writeStream.queryName(
             f"lakehouse_{pipeline.app_id}".replace("-", "_").replace(".", "_")
@@ -330,10 +318,7 @@ def _commit_stream_batch(
 ) -> BatchResult:
     """Commit one micro-batch; a Kafka batch records its offset ranges in its ledger entry."""
     source = pipeline.source
-
-    def commit(
-        rows: DataFrame, record: Mapping[str, Any], raw: str | None, options: Mapping[str, str]
-    ) -> BatchResult:
+    with source.stream_batch(batch) as (rows, record):
         return commit_batch(
             rows.sparkSession,
             spec,
@@ -341,23 +326,8 @@ def _commit_stream_batch(
             batch_id,
             rows,
             source=record,
-            raw_format=raw,
-            reader_options=options,
+            raw_format=source.raw_format,
+            reader_options=source.reader_options,
             gate=gate,
             fail_on_rewind=True,
         )
-
-    if isinstance(source, FileSource):
-        return commit(batch, source.describe(), source.format, source.options)
-    cached = batch.persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        record = {**source.describe(), "offsets": offset_ranges(cached)}
-        raw = "json" if source.value_format == "json" else None
-        return commit(cached.drop(*KAFKA_COLUMNS), record, raw, {})
-    finally:
-        cached.unpersist()
-
-
-def _path_exists(spark: SparkSession, location: str) -> bool:
-    fs, path = hadoop_path(spark, location)
-    return bool(fs.exists(path))

@@ -1,7 +1,7 @@
 """Where a classified batch's rows go: the landed columns, undecodable files, the `fail` policy.
 
-The batch commit (`ingest.commit`) and replay (`ingest.replay`) share these steps; each works on
-a classified batch (`quality.malformed.classify`) and decides nothing about Delta.
+The batch commit (`ingest.commit`) and replay (`ingest.admin.replay`) share these steps; each
+works on a classified batch (`quality.malformed.classify`) and decides nothing about Delta.
 """
 
 from __future__ import annotations

@@ -16,9 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ingest.config.where import Where
-from ingest.kafka import METADATA_COLUMNS, KafkaSource
-from ingest.sources import FileSource
+from ingest.config.where import Where, located
 from ingest.triggers import parse_trigger
 from tables.errors import ConfigError
 from tables.identifiers import case_collisions, shorten
@@ -37,7 +35,7 @@ def check_config(config: LakehouseConfig, root: Where) -> None:
     _check_names(config, root)
     _check_app_ids(config, root)
     _check_locations(config, root)
-    _check_kafka_schemas(config, root)
+    _check_table_columns(config, root)
     home = config.home
     if home.exists() and not home.is_dir():
         where = root / "lakehouse" / "home" if config.path is not None else Where("$LAKEHOUSE_HOME")
@@ -108,41 +106,36 @@ def _check_sources(
     checkpoints = list(checkpoints)
     landed: dict[tuple[str, str], str] = {}
     for name, pipeline in config.pipelines.items():
-        if not isinstance(pipeline.source, FileSource):
+        location = pipeline.source.location
+        if location is None:
             continue
         at = root / "pipelines" / name / "source" / "path"
-        landing = _normal(pipeline.source.path)
+        landing = _normal(location)
         if _within(landing, warehouse):
-            raise at.error(f"{pipeline.source.path} is inside the warehouse ({warehouse})")
+            raise at.error(f"{location} is inside the warehouse ({warehouse})")
         for other, checkpoint in checkpoints:
             if _within(checkpoint, landing) or _within(landing, checkpoint):
                 raise at.error(
-                    f"{pipeline.source.path} overlaps the checkpoint of pipelines.{other} "
+                    f"{location} overlaps the checkpoint of pipelines.{other} "
                     f"({checkpoint}): the stream would read its own state as data"
                 )
         key = (pipeline.table.lower(), landing)
         table = config.tables[pipeline.table]
         if key in landed and table.dedup != "table":
             raise at.error(
-                f"pipelines.{landed[key]} already lands {pipeline.source.path} into "
+                f"pipelines.{landed[key]} already lands {location} into "
                 f"{pipeline.table}: under two app ids every file would land twice"
             )
         landed.setdefault(key, name)
 
 
-def _check_kafka_schemas(config: LakehouseConfig, root: Where) -> None:
-    """A `raw` Kafka source lands key and value as they are: its table holds just those (plus
-    Kafka coordinate columns); the types are checked by Spark when the stream starts."""
+def _check_table_columns(config: LakehouseConfig, root: Where) -> None:
+    """Each pipeline's table can hold what its source reads (a `raw` Kafka source needs exactly
+    key and value)."""
     for name, pipeline in config.pipelines.items():
-        source = pipeline.source
-        if not isinstance(source, KafkaSource) or source.value_format != "raw":
-            continue
-        columns = set(config.tables[pipeline.table].column_names) - set(METADATA_COLUMNS)
-        if columns != {"key", "value"}:
-            raise (root / "pipelines" / name / "source" / "value_format").error(
-                f"a 'raw' Kafka source needs table {pipeline.table} to have the columns key "
-                f"and value (STRING) and Kafka coordinate columns only, not {sorted(columns)}"
-            )
+        columns = config.tables[pipeline.table].column_names
+        with located(root / "pipelines" / name / "source"):
+            pipeline.source.validate_table_columns(pipeline.table, columns)
 
 
 def assert_pipeline_ready(pipeline: PipelineSpec, trigger: str | None = None) -> None:
@@ -154,16 +147,14 @@ def assert_pipeline_ready(pipeline: PipelineSpec, trigger: str | None = None) ->
             parse_trigger(trigger)
         except ConfigError as exc:
             raise ConfigError(f"--trigger: {exc.reason}") from exc
-    source = pipeline.source
-    if isinstance(source, FileSource) and _is_local(source.path):
-        landing = Path(_local(source.path))
+    location = pipeline.source.location
+    if location is not None and _is_local(location):
+        landing = Path(_local(location))
         if not landing.exists():
-            raise (where / "source" / "path").error(
-                f"landing directory {source.path} does not exist"
-            )
+            raise (where / "source" / "path").error(f"landing directory {location} does not exist")
         if not landing.is_dir():
             raise (where / "source" / "path").error(
-                f"landing directory {source.path} is a file, not a directory"
+                f"landing directory {location} is a file, not a directory"
             )
     if _is_local(pipeline.checkpoint):
         checkpoint = Path(_local(pipeline.checkpoint))

@@ -30,8 +30,9 @@ from ingest.config.where import (
     string,
     strings,
 )
-from ingest.kafka import KafkaSource, ValueFormat
-from ingest.sources import FileFormat, FileSource
+from ingest.sources import Source
+from ingest.sources.files import FileFormat, FileSource
+from ingest.sources.kafka import KafkaSource, ValueFormat
 from ingest.triggers import parse_trigger
 from tables.catalogs import CatalogKind, CatalogSpec
 from tables.errors import ConfigError
@@ -267,7 +268,7 @@ def _pipeline(
     source = mapping(body["source"], source_where)
     kind = choice(source.get("kind", "files"), source_where / "kind", ("files", "kafka"))
     with located(source_where):
-        stream_source: FileSource | KafkaSource = (
+        stream_source: Source = (
             _kafka_source(source, source_where)
             if kind == "kafka"
             else _file_source(source, base, source_where)

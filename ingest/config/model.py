@@ -8,8 +8,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TypeVar
 
-from ingest.kafka import KafkaSource
-from ingest.sources import FileSource
+from ingest.sources import Source
 from tables.catalogs import CatalogSpec
 from tables.errors import ConfigError
 from tables.identifiers import shorten, validate_pipeline_name, validate_table_name
@@ -51,7 +50,7 @@ class PipelineSpec:
     name: str
     table: str
     app_id: str
-    source: FileSource | KafkaSource
+    source: Source
     trigger: str
     checkpoint: str
     #: The config file it was declared in (as errors name it), for errors found later.

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from ingest.apps import list_apps, reset_app, reset_direction, validate_reset
+from ingest.admin.apps import list_apps, reset_app, reset_direction, validate_reset
 from ingest.commit import commit_batch
 from ingest.config import PipelineSpec
 from ingest.runner import run_pipeline

@@ -10,9 +10,10 @@ import pytest
 from pyspark.sql import SparkSession
 from typer.testing import CliRunner
 
-from ingest.cli import app, stop_line
-from ingest.cli_common import err
-from ingest.output import OutputFormat, render
+from ingest.cli import app
+from ingest.cli.commands import stop_line
+from ingest.cli.common import err
+from ingest.cli.output import OutputFormat, render
 from ingest.runner import RunReport
 from ingest.stopping import exit_code
 

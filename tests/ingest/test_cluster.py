@@ -19,25 +19,10 @@ import pytest
 
 from ingest.job import submit_command
 from tests.support.processes import child_env, run_lakehouse
+from tests.support.projects import Pipeline, events, land, write_project
 from tests.support.servers import LOOPBACK, SPARK_HOME, SparkStandalone
 
 pytestmark = pytest.mark.slow
-
-CONFIG = """
-[lakehouse]
-home = ".lakehouse"
-
-[tables.events]
-schema = "event_id STRING NOT NULL, amount DOUBLE"
-keys = ["event_id"]
-
-[pipelines.events]
-table = "events"
-app_id = "events-job"
-[pipelines.events.source]
-format = "json"
-path = "landing"
-"""
 
 
 def submit(cwd: Path, master: str) -> subprocess.Popen[str]:
@@ -63,22 +48,15 @@ def submit(cwd: Path, master: str) -> subprocess.Popen[str]:
     )
 
 
-def land(landing: Path, run: int) -> set[str]:
-    ids = [f"r{run}-{i}" for i in range(25)]
-    staging = landing / f".{run}.tmp"
-    staging.write_text("".join(json.dumps({"event_id": i, "amount": 1.0}) + "\n" for i in ids))
-    staging.rename(landing / f"{run}.json")
-    return set(ids)
-
-
 def test_three_submitted_runs_in_a_row_land_every_row_once(tmp_path: Path) -> None:
-    (tmp_path / "lakehouse.toml").write_text(CONFIG)
-    landing = tmp_path / "landing"
-    landing.mkdir()
+    pipeline = Pipeline("events", "events-job", max_files_per_trigger=None)
+    landing = write_project(tmp_path, [pipeline])["events"]
     expected: set[str] = set()
     with SparkStandalone(tmp_path / "cluster", workers=2) as cluster:
         for run in range(3):
-            expected |= land(landing, run)
+            ids = [f"r{run}-{i}" for i in range(25)]
+            land(landing, f"{run}.json", events(ids))
+            expected.update(ids)
             job = submit(tmp_path, cluster.master)
             if run == 2:
                 answer = run_lakehouse(tmp_path, "sql", "SELECT count(*) AS n FROM events")

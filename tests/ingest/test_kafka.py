@@ -21,19 +21,15 @@ from pyspark.sql.types import DoubleType, StringType, StructField, StructType
 
 from ingest.commit import commit_batch
 from ingest.config import PipelineSpec
-from ingest.kafka import (
+from ingest.runner import run_pipeline
+from ingest.sources.kafka import KafkaSource, redact_options
+from ingest.sources.kafka_read import (
     KAFKA_COLUMNS,
-    KafkaSource,
-    are_contiguous,
-    gaps,
-    merge_ranges,
-    next_offsets,
     offset_ranges,
     read_kafka_range,
     read_kafka_stream,
-    redact_options,
 )
-from ingest.runner import run_pipeline
+from ingest.sources.offsets import are_contiguous, gaps, merge_ranges, next_offsets
 from quality.malformed import CORRUPT_COLUMN
 from tables.errors import CheckpointLostError, ConfigError, TerminalError
 from tables.log import read_ledger

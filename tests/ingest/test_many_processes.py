@@ -11,77 +11,34 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
 import time
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
-from tests.support.processes import child_env, run_lakehouse
+from tests.support.processes import run_lakehouse
+from tests.support.projects import (
+    EVENTS,
+    Pipeline,
+    Table,
+    events,
+    land,
+    start_lakehouse,
+    write_project,
+)
 from tests.support.servers import LakehouseServer, beeline
 
 pytestmark = pytest.mark.slow
 
 ROWS_PER_FILE = 40
 SCENARIO_SECONDS = 130
-CONFIG = """
-[lakehouse]
-home = ".lakehouse"
-
-[tables.events]
-schema = "event_id STRING NOT NULL, amount DOUBLE"
-keys = ["event_id"]
-
-[tables.orders]
-schema = "order_id STRING NOT NULL, total DOUBLE"
-keys = ["order_id"]
-
-[pipelines.a]
-table = "events"
-app_id = "events-a"
-[pipelines.a.source]
-format = "json"
-path = "landing_a"
-max_files_per_trigger = 1
-
-[pipelines.c]
-table = "events"
-app_id = "events-c"
-[pipelines.c.source]
-format = "json"
-path = "landing_c"
-max_files_per_trigger = 1
-
-[pipelines.b]
-table = "orders"
-app_id = "orders-b"
-[pipelines.b.source]
-format = "json"
-path = "landing_b"
-max_files_per_trigger = 1
-"""
-
-
-def land(directory: Path, name: str, key: str, ids: list[str]) -> None:
-    """Drop a file into a landing directory atomically (Spark skips names starting with '.')."""
-    value = "total" if key == "order_id" else "amount"
-    staging = directory / f".{name}.tmp"
-    staging.write_text("".join(json.dumps({key: i, value: 1.0}) + "\n" for i in ids))
-    staging.rename(directory / name)
-
-
-def start_ingest(cwd: Path, pipeline: str, trigger: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "ingest.cli", "ingest", pipeline, "--trigger", trigger],
-        cwd=cwd,
-        env=child_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+PIPELINES = [
+    Pipeline("a", "events-a", path="landing_a"),
+    Pipeline("c", "events-c", path="landing_c"),
+    Pipeline("b", "orders-b", table="orders", path="landing_b"),
+]
+ORDERS = Table("orders", "order_id STRING NOT NULL, total DOUBLE", "order_id")
 
 
 def per_app_counts(cwd: Path) -> dict[str, int]:
@@ -97,25 +54,22 @@ def per_app_counts(cwd: Path) -> dict[str, int]:
 
 
 def test_ingests_operators_and_analysts_share_one_home(tmp_path: Path) -> None:
-    (tmp_path / "lakehouse.toml").write_text(CONFIG)
-    landings = {name: tmp_path / f"landing_{name}" for name in "abc"}
-    for directory in landings.values():
-        directory.mkdir()
+    landings = write_project(tmp_path, PIPELINES, (EVENTS, ORDERS))
     expected: dict[str, set[str]] = defaultdict(set)
 
     def feed(name: str, index: int) -> None:
-        key = "order_id" if name == "b" else "event_id"
         ids = [f"{name}{index}-{i}" for i in range(ROWS_PER_FILE)]
         expected[name].update(ids)
-        land(landings[name], f"{index:04d}.json", key, ids)
+        rows = [{"order_id": i, "total": 1.0} for i in ids] if name == "b" else events(ids)
+        land(landings[name], f"{index:04d}.json", rows)
 
     for name in "abc":
         feed(name, 0)
     first_b = run_lakehouse(tmp_path, "ingest", "b")
     assert first_b.returncode == 0, first_b.stderr
 
-    a = start_ingest(tmp_path, "a", "3 seconds")
-    c = start_ingest(tmp_path, "c", "4 seconds")
+    a = start_lakehouse(tmp_path, "ingest", "a", "--trigger", "3 seconds", new_session=True)
+    c = start_lakehouse(tmp_path, "ingest", "c", "--trigger", "4 seconds", new_session=True)
     seen: dict[str, int] = {}
     commands = 0
     try:
@@ -128,7 +82,11 @@ def test_ingests_operators_and_analysts_share_one_home(tmp_path: Path) -> None:
                     feed(name, index)
                 index += 1
                 if index % 2 == 0:
-                    b_runs.append(start_ingest(tmp_path, "b", "available-now"))
+                    b_runs.append(
+                        start_lakehouse(
+                            tmp_path, "ingest", "b", "--trigger", "available-now", new_session=True
+                        )
+                    )
                 counts = per_app_counts(tmp_path)
                 commands += 1
                 for app, count in counts.items():

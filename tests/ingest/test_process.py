@@ -6,7 +6,6 @@ jobs and operators do.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -15,41 +14,20 @@ from pathlib import Path
 import pytest
 
 from tests.support.processes import run_lakehouse
+from tests.support.projects import Pipeline, copies, events, land, write_project
 
 pytestmark = pytest.mark.slow
-
-CONFIG = """
-[lakehouse]
-home = ".lakehouse"
-
-[tables.events]
-schema = "event_id STRING NOT NULL, amount DOUBLE"
-keys = ["event_id"]
-
-[pipelines.events]
-table = "events"
-app_id = "events-landing"
-[pipelines.events.source]
-format = "json"
-path = "landing"
-max_files_per_trigger = 1
-"""
 
 
 def test_crash_after_commit_then_restart_loses_and_duplicates_nothing(
     tmp_path: Path,
 ) -> None:
-    (tmp_path / "lakehouse.toml").write_text(CONFIG)
-    landing = tmp_path / "landing"
-    landing.mkdir()
+    landing = write_project(tmp_path, [Pipeline("events", "events-landing")])["events"]
     expected = set()
     for n in range(3):
         ids = [f"e{n}-{i}" for i in range(20)]
         expected.update(ids)
-        (landing / f"{n}.json").write_text(
-            "\n".join(json.dumps({"event_id": i, "amount": 1.0}) for i in ids + ids[:3]) + "\n"
-        )
-        os.utime(landing / f"{n}.json", (1_700_000_000 + n, 1_700_000_000 + n))
+        land(landing, f"{n}.json", events(ids + ids[:3]), mtime=1_700_000_000 + n)
 
     crashed = run_lakehouse(tmp_path, "ingest", fault="after_commit:kill@1")
     assert crashed.returncode in (137, -9), crashed.stderr
@@ -60,17 +38,9 @@ def test_crash_after_commit_then_restart_loses_and_duplicates_nothing(
     assert "batch 1: skipped" in restarted.stderr
     assert "2 batches (1 committed, 1 skipped, 0 empty)" in restarted.stdout
 
-    queried = run_lakehouse(
-        tmp_path,
-        "sql",
-        "--format",
-        "json",
-        "SELECT event_id, count(*) AS copies FROM events GROUP BY event_id",
-    )
-    assert queried.returncode == 0, queried.stderr
-    copies = {r["event_id"]: r["copies"] for r in json.loads(queried.stdout)}
-    assert set(copies) == expected
-    assert set(copies.values()) == {1}
+    landed = copies(tmp_path)
+    assert set(landed) == expected
+    assert set(landed.values()) == {1}
 
 
 def test_missing_java_is_one_clear_line(tmp_path: Path) -> None:

@@ -11,8 +11,8 @@ import pytest
 from chispa import assert_df_equality
 from pyspark.sql import DataFrame, SparkSession
 
+from ingest.admin.replay import assert_sources_present, plan_replay, replay_batch
 from ingest.config import PipelineSpec
-from ingest.replay import assert_sources_present, plan_replay, replay_batch
 from ingest.runner import run_pipeline
 from ingest.sources import FileSource
 from tables.errors import InjectedFaultError, TerminalError

@@ -15,7 +15,7 @@ import pytest
 from pyspark.sql import SparkSession
 from typer.testing import CliRunner
 
-from ingest.apps import pending_reset, reset_app
+from ingest.admin.apps import pending_reset, reset_app
 from ingest.cli import app
 from ingest.config import PipelineSpec
 from ingest.runner import run_pipeline

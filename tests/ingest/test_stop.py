@@ -7,67 +7,43 @@ would: after its first batch has committed. It must finish that batch, print one
 
 from __future__ import annotations
 
-import json
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.support.processes import child_env, run_lakehouse
+from tests.support.processes import run_lakehouse
+from tests.support.projects import (
+    Pipeline,
+    copies,
+    events,
+    land,
+    start_lakehouse,
+    write_project,
+)
 
 pytestmark = pytest.mark.slow
 
-CONFIG = """
-[lakehouse]
-home = ".lakehouse"
-
-[tables.events]
-schema = "event_id STRING NOT NULL, amount DOUBLE"
-keys = ["event_id"]
-
-[pipelines.events]
-table = "events"
-app_id = "events-landing"
-[pipelines.events.source]
-format = "json"
-path = "landing"
-max_files_per_trigger = 1
-"""
 FILES = 4
 ROWS_PER_FILE = 25
 
 
 def project(root: Path) -> set[str]:
     """A config and FILES landing files, one per micro-batch; the ids they hold."""
-    (root / "lakehouse.toml").write_text(CONFIG)
-    landing = root / "landing"
-    landing.mkdir()
+    landing = write_project(root, [Pipeline("events", "events-landing")])["events"]
     ids: set[str] = set()
     for n in range(FILES):
         batch = [f"e{n}-{i}" for i in range(ROWS_PER_FILE)]
         ids.update(batch)
-        (landing / f"{n}.json").write_text(
-            "\n".join(json.dumps({"event_id": i, "amount": 1.0}) for i in batch) + "\n"
-        )
-        os.utime(landing / f"{n}.json", (1_700_000_000 + n, 1_700_000_000 + n))
+        land(landing, f"{n}.json", events(batch), mtime=1_700_000_000 + n)
     return ids
 
 
 def signalled_run(root: Path, signum: int, timeout: float = 600) -> tuple[int, str, str]:
     """Start a continuous ingest, send `signum` once batch 0 committed; exit code and output."""
-    child = subprocess.Popen(
-        [sys.executable, "-m", "ingest.cli", "ingest", "--trigger", "2 seconds"],
-        cwd=root,
-        env=child_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    child = start_lakehouse(root, "ingest", "--trigger", "2 seconds")
     assert child.stderr is not None
     assert child.stdout is not None
     lines: list[str] = []
@@ -104,17 +80,9 @@ def landed_once(root: Path, ids: set[str]) -> None:
     """Run available-now to the end, then check that every id is in the table exactly once."""
     finished = run_lakehouse(root, "ingest")
     assert finished.returncode == 0, finished.stderr
-    queried = run_lakehouse(
-        root,
-        "sql",
-        "--format",
-        "json",
-        "SELECT event_id, count(*) AS copies FROM events GROUP BY event_id",
-    )
-    assert queried.returncode == 0, queried.stderr
-    copies = {r["event_id"]: r["copies"] for r in json.loads(queried.stdout)}
-    assert set(copies) == ids
-    assert set(copies.values()) == {1}
+    landed = copies(root)
+    assert set(landed) == ids
+    assert set(landed.values()) == {1}
 
 
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
+from ingest.admin.replay import plan_replay, replay_batch
 from ingest.commit import commit_batch
 from ingest.config import PipelineSpec
-from ingest.replay import plan_replay, replay_batch
 from ingest.runner import run_pipeline
 from ingest.sources import FileSource
 from quality.audit import recent_results

@@ -1,6 +1,6 @@
 """Nothing silently changed: rescued fields, blank keys, CSV header names, exact raw records.
 
-Each test reads real files with the reader the stream uses (`ingest.sources.read_files`) and
+Each test reads real files with the reader the stream uses (`ingest.sources.files.read_files`) and
 commits them with `commit_batch`, against real Spark and Delta tables.
 """
 
@@ -15,7 +15,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from ingest.commit import BatchResult, commit_batch
-from ingest.sources import FileSource, read_files
+from ingest.sources.files import FileSource, read_files
 from quality.csv_records import file_records, split_fields, split_records
 from quality.rescue import rescued_json
 from tables.catalog import add_missing_columns, create_table, ensure_table
@@ -249,7 +249,8 @@ def test_csv_split_keeps_quoted_newlines_and_exact_bytes_without_spark() -> None
 def test_kafka_json_values_get_the_same_fates_as_file_lines(
     spark: SparkSession, make_table: MakeTable
 ) -> None:
-    from ingest.kafka import KAFKA_COLUMNS, KafkaSource, _rows
+    from ingest.sources.kafka import KafkaSource
+    from ingest.sources.kafka_read import KAFKA_COLUMNS, _rows
 
     spec = make_table(schema=SCHEMA, keys=("id",))
     values = [b'{"id": "a", "QTY": 1}', b'{"id": "b"} tail', b'{"id": "\xe9"}', b'{"id": "c"}']

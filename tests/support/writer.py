@@ -4,7 +4,8 @@ Run as `python -m tests.support.writer HOME LOCATION TABLE APP_ID BATCH_ID FIRST
 starts its own embedded Spark session (its own metastore at HOME), registers the Delta table at
 LOCATION under TABLE, prints `ready`, commits events FIRST..FIRST+COUNT-1 (their `user_id` is TAG,
 so another TAG is other content) as batch BATCH_ID of APP_ID, and prints the result as JSON. A
-project error is printed as `error: <kind>: <message>` with exit 1 (terminal) or 75 (transient).
+project error is printed as `error: <kind>: <class>: <message>` with exit 1 (terminal) or 75
+(transient).
 LAKEHOUSE_FAULT stalls or kills it at a fault point like any ingestion.
 """
 
@@ -36,7 +37,7 @@ def main(argv: list[str]) -> int:
     try:
         result = commit_batch(spark, spec, app_id, int(batch), frame)
     except LakehouseError as exc:
-        print(f"error: {exc.kind}: {first_line(exc)}", flush=True)
+        print(f"error: {exc.kind}: {type(exc).__name__}: {first_line(exc)}", flush=True)
         return 75 if exc.kind == "transient" else 1
     print(json.dumps(dataclasses.asdict(result), default=str), flush=True)
     return 0

@@ -2,12 +2,20 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import get_args
 
 import pytest
 
 from tables import faults
 from tables.errors import ConfigError, InjectedFaultError
-from tables.faults import FaultRule, fault_during_write, fault_point, parse_rules
+from tables.faults import (
+    AdminFaultPoint,
+    FaultPoint,
+    FaultRule,
+    fault_during_write,
+    fault_point,
+    parse_rules,
+)
 
 
 def test_parse_rules_with_batch_and_percent() -> None:
@@ -31,9 +39,16 @@ def test_rule_matching() -> None:
     assert not rule.matches("before_write", 3, roll=10)
 
 
-def test_fault_point_is_off_without_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("LAKEHOUSE_FAULT", raising=False)
-    fault_point("after_commit", 1)
+@pytest.mark.parametrize("point", [*get_args(FaultPoint), *get_args(AdminFaultPoint)])
+def test_fault_point_is_off_without_env(
+    point: FaultPoint | AdminFaultPoint, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same point and batch that an armed rule catches are left alone once it is unset."""
+    monkeypatch.setenv("LAKEHOUSE_FAULT", f"{point}:exit")
+    assert faults.armed_rule(point, 1) is not None
+    monkeypatch.delenv("LAKEHOUSE_FAULT")
+    assert faults.armed_rule(point, 1) is None
+    fault_point(point, 1)
 
 
 def test_fault_point_raises_when_armed(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from ingest.cli_common import ConfigOption, emit, err, handle_errors
+from ingest.cli.common import ConfigOption, emit, err, handle_errors
 from ingest.config import load_config
 from ingest.job import submit_command
 from ingest.serve import DEFAULT_HOST, DEFAULT_PORT, ServeOptions, delta_driver_jars, run_server

@@ -8,8 +8,9 @@ rewrites a batch's rows in one MERGE that updates matched rows, inserts missing 
 the batch's rows that the source no longer has: one atomic commit per batch, old rows or new,
 never both or neither.
 
-Every batch's source files are checked before anything is written: if one is gone, nothing is
-replayed and the error names the batch and the files.
+Every batch's source data (its files, or its Kafka offsets) is checked before anything is
+written: if some is gone, nothing is replayed and the error names the batches and what is gone.
+Each source reads its own recorded batches (`ingest.sources.Source.read_recorded`).
 """
 
 from __future__ import annotations
@@ -28,27 +29,14 @@ from ingest.commit import (
     with_lineage,
 )
 from ingest.decisions import batch_scope, dedup_condition
-from ingest.kafka import (
-    KAFKA_COLUMNS,
-    KafkaSource,
-    OffsetRanges,
-    assert_in_kafka,
-    read_kafka_range,
-)
-from ingest.sources import FileSource, read_files
+from ingest.sources import Source, recorded_source
 from quality.fates import landed_columns
 from quality.malformed import landable_rows
 from tables.catalog import require_table
 from tables.errors import ConfigError, TerminalError
 from tables.faults import fault_point
 from tables.identifiers import validate_app_id
-from tables.log import (
-    LedgerEntry,
-    admin_metadata,
-    read_ledger,
-    recorded_offsets,
-)
-from tables.session import hadoop_path
+from tables.log import LedgerEntry, admin_metadata, read_ledger
 from tables.spec import APP_ID_COLUMN, BATCH_ID_COLUMN
 
 if TYPE_CHECKING:
@@ -65,14 +53,17 @@ class ReplayPlan:
     """One committed batch to replay: its ledger entry and where its rows come from."""
 
     entry: LedgerEntry
-    source: FileSource | KafkaSource
-    files: tuple[str, ...] = ()
-    offsets: OffsetRanges | None = None
+    source: Source
 
     @property
     def batch_id(self) -> int:
         """The batch id being replayed."""
         return self.entry.meta.batch_id
+
+    @property
+    def recorded(self) -> Mapping[str, Any]:
+        """The source record of the batch's ledger entry: its files or offsets."""
+        return self.entry.meta.source
 
 
 @dataclass(frozen=True)
@@ -96,7 +87,7 @@ def plan_replay(
     app_id: str,
     from_batch: int,
     to_batch: int | None,
-    source: FileSource | KafkaSource | None = None,
+    source: Source | None = None,
 ) -> list[ReplayPlan]:
     """The batches of `app_id` in [from_batch, to_batch] that the ledger holds, oldest first.
 
@@ -123,55 +114,24 @@ def plan_replay(
     return [_plan(e, source) for e in sorted(entries, key=lambda e: e.meta.batch_id)]
 
 
-def _plan(entry: LedgerEntry, source: FileSource | KafkaSource | None) -> ReplayPlan:
-    recorded = entry.meta.source
-    offsets = recorded_offsets(recorded)
-    if offsets is not None:
-        kafka = source if isinstance(source, KafkaSource) else _recorded_kafka(recorded)
-        return ReplayPlan(entry, kafka, offsets=dict(offsets))
-    files = recorded.get("files")
-    if recorded.get("kind") != "files" or not isinstance(files, list):
+def _plan(entry: LedgerEntry, configured: Source | None) -> ReplayPlan:
+    source = recorded_source(entry.meta.source, configured)
+    if source is None:
         raise TerminalError(
             f"batch {entry.meta.batch_id}: its ledger records no source files or offsets to "
             "replay from"
         )
-    reader = source if isinstance(source, FileSource) else None
-    reader = reader or FileSource(
-        path=str(recorded.get("path", "")),
-        format=str(recorded.get("format", "json")),  # type: ignore[arg-type]
-    )
-    return ReplayPlan(entry, reader, tuple(str(f) for f in files))
-
-
-def _recorded_kafka(recorded: Mapping[str, Any]) -> KafkaSource:
-    return KafkaSource(
-        bootstrap_servers=str(recorded.get("bootstrap_servers", "")),
-        topic=recorded.get("topic"),
-        pattern=recorded.get("pattern"),
-        value_format=recorded.get("value_format", "json"),
-    )
-
-
-def missing_files(spark: SparkSession, plans: list[ReplayPlan]) -> dict[int, list[str]]:
-    """The source files that no longer exist, by batch id (checked on any Hadoop file system)."""
-    missing: dict[int, list[str]] = {}
-    for plan in plans:
-        for name in plan.files:
-            fs, path = hadoop_path(spark, name)
-            if not fs.exists(path):
-                missing.setdefault(plan.batch_id, []).append(name)
-    return missing
+    return ReplayPlan(entry, source)
 
 
 def assert_sources_present(spark: SparkSession, plans: list[ReplayPlan]) -> None:
-    """Raise before any write if a batch's source files are gone, naming batches and files."""
-    for plan in plans:
-        if isinstance(plan.source, KafkaSource) and plan.offsets is not None:
-            assert_in_kafka(spark, plan.source, plan.offsets)
-    missing = missing_files(spark, plans)
+    """Raise before any write if a batch's source data is gone, naming batches and what is gone."""
+    missing = {
+        plan.batch_id: gone for plan in plans if (gone := plan.source.missing(spark, plan.recorded))
+    }
     if missing:
         listed = "; ".join(
-            f"batch {batch}: {', '.join(files)}" for batch, files in sorted(missing.items())
+            f"batch {batch}: {', '.join(gone)}" for batch, gone in sorted(missing.items())
         )
         raise TerminalError(f"source data is gone, nothing was replayed: {listed}")
 
@@ -185,18 +145,14 @@ def replay_batch(
     dry_run: bool = False,
     gate: ExpectationGate | None = None,
 ) -> ReplayResult:
-    """Re-read one batch's files and re-apply them to the table (or measure it, if `dry_run`)."""
+    """Re-read one batch from its source and re-apply it (or measure it, if `dry_run`)."""
     schema = spec.data_schema(spark)
     app_id = plan.entry.meta.app_id
-    if isinstance(plan.source, KafkaSource):
-        ranges = plan.offsets or {}
-        frame = read_kafka_range(spark, plan.source, schema, ranges).drop(*KAFKA_COLUMNS)
-        raw_format = "json" if plan.source.value_format == "json" else None
-        options: Mapping[str, str] = {}
-    else:
-        frame = read_files(spark, plan.source, schema, list(plan.files))
-        raw_format, options = plan.source.format, plan.source.options
-    prepared = prepare_batch(spark, spec, schema, frame, raw_format, options, gate)
+    frame = plan.source.read_recorded(spark, schema, plan.recorded)
+    source = plan.source
+    prepared = prepare_batch(
+        spark, spec, schema, frame, source.raw_format, source.reader_options, gate
+    )
     try:
         stats = prepared.stats
         rows = prepared.rows.filter(landable_rows()).select(*landed_columns(schema, prepared.rows))

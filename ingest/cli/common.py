@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar
 import typer
 from rich.console import Console
 
+from ingest.cli.output import OutputFormat
 from ingest.config import LakehouseConfig
-from ingest.output import OutputFormat
 from tables.errors import LakehouseError, error_summary
 
 if TYPE_CHECKING:
@@ -73,10 +73,9 @@ def handle_errors(func: Callable[P, R]) -> Callable[P, R]:
 
 def spark_for(config: LakehouseConfig) -> SparkSession:
     """Start (or find) the Spark session for the config's lakehouse home, with a spinner."""
-    from ingest.kafka import KafkaSource
     from tables.session import get_spark
 
-    kafka = any(isinstance(p.source, KafkaSource) for p in config.pipelines.values())
+    kafka = any(p.source.needs_kafka for p in config.pipelines.values())
     with err.status("starting Spark…"):
         return get_spark(config.home, kafka=kafka, catalog=config.catalog)
 

@@ -1,4 +1,4 @@
-"""Stream sources: a landing directory of JSON, CSV or Parquet files, read with the table schema.
+"""File sources: a landing directory of JSON, CSV or Parquet files, read with the table schema.
 
 JSON files are read as text lines and CSV files whole, both without decoding their bytes, and
 parsed by the quality layer (`quality.records`, `quality.csv_records`): every record keeps its
@@ -10,7 +10,8 @@ source. docs/records.md describes what happens to each record.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
@@ -19,11 +20,15 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from quality.csv_records import csv_records
 from quality.records import CORRUPT_COLUMN, SOURCE_FILE_COLUMN, is_blank_line, json_records
-from tables.errors import ConfigError
+from tables.errors import ConfigError, TerminalError
 from tables.identifiers import shorten
+from tables.session import hadoop_path
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+    from ingest.sources.resume import ResumePoint
+    from tables.spec import TableSpec
 
 FileFormat = Literal["json", "csv", "parquet"]
 DEFAULT_OPTIONS: Mapping[str, Mapping[str, str]] = {
@@ -67,6 +72,84 @@ class FileSource:
     def has_corrupt_column(self) -> bool:
         """True for text formats, which are read PERMISSIVE with a corrupt-record column."""
         return self.format in ("json", "csv")
+
+    @classmethod
+    def from_record(cls, recorded: Mapping[str, Any]) -> FileSource:
+        """The source a batch's ledger record names, with default reader options."""
+        return cls(
+            path=str(recorded.get("path", "")),
+            format=str(recorded.get("format", "json")),  # type: ignore[arg-type]
+        )
+
+    @property
+    def kind(self) -> str:
+        """`files`, as the ledger records it."""
+        return "files"
+
+    @property
+    def needs_kafka(self) -> bool:
+        """False: files need no connector beyond Spark's own readers."""
+        return False
+
+    @property
+    def location(self) -> str | None:
+        """The landing directory."""
+        return self.path
+
+    @property
+    def raw_format(self) -> str | None:
+        """The file format: it says how a quarantined record's text was read."""
+        return self.format
+
+    @property
+    def reader_options(self) -> Mapping[str, str]:
+        """The reader options from the config (`header`, `sep`, ...)."""
+        return self.options
+
+    def validate_table_columns(self, table: str, columns: Collection[str]) -> None:
+        """Any table can hold files' records: columns are matched by name when read."""
+
+    def assert_present(self, spark: SparkSession) -> None:
+        """Raise TerminalError if the landing directory does not exist (any file system)."""
+        fs, path = hadoop_path(spark, self.path)
+        if not fs.exists(path):
+            raise TerminalError(f"landing directory {self.path} does not exist")
+
+    def resume_point(self, spark: SparkSession, spec: TableSpec, app_id: str) -> ResumePoint | None:
+        """None: which files a lost checkpoint had read is not known from the log alone."""
+        return None
+
+    def open_stream(
+        self, spark: SparkSession, schema: StructType, *, starting_offsets: str | None = None
+    ) -> DataFrame:
+        """The landing directory as a stream (`starting_offsets` is for Kafka; ignored)."""
+        return read_stream(spark, self, schema)
+
+    @contextmanager
+    def stream_batch(self, batch: DataFrame) -> Iterator[tuple[DataFrame, dict[str, Any]]]:
+        """The batch as it is, and the source's record (the commit adds the batch's files)."""
+        yield batch, self.describe()
+
+    def read_recorded(
+        self, spark: SparkSession, schema: StructType, recorded: Mapping[str, Any]
+    ) -> DataFrame:
+        """The files the record names, read as the stream reads them."""
+        return read_files(spark, self, schema, recorded_files(recorded))
+
+    def missing(self, spark: SparkSession, recorded: Mapping[str, Any]) -> list[str]:
+        """The recorded files that no longer exist (checked on any Hadoop file system)."""
+        gone = []
+        for name in recorded_files(recorded):
+            fs, path = hadoop_path(spark, name)
+            if not fs.exists(path):
+                gone.append(name)
+        return gone
+
+
+def recorded_files(recorded: Mapping[str, Any]) -> list[str]:
+    """The files a batch's ledger record names."""
+    files = recorded.get("files")
+    return [str(f) for f in files] if isinstance(files, list) else []
 
 
 def read_stream(spark: SparkSession, source: FileSource, schema: StructType) -> DataFrame:

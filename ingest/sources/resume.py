@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ingest.kafka import KafkaSource, available_offsets, next_offsets
+from ingest.sources.kafka_admin import available_offsets
+from ingest.sources.offsets import next_offsets
 from tables.errors import CheckpointLostError
 from tables.log import committed_batch, read_ledger, recorded_offsets
 from tables.session import hadoop_path
@@ -23,6 +24,7 @@ from tables.session import hadoop_path
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from ingest.sources.kafka import KafkaSource
     from tables.spec import TableSpec
 
 BASE_FILE = "lakehouse-batch-base"

@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from ingest.cli_common import ConfigOption, FormatOption, emit, err, handle_errors, spark_for
+from ingest.cli.common import ConfigOption, FormatOption, emit, err, handle_errors, spark_for
+from ingest.cli.output import OutputFormat, render
 from ingest.config import load_config
-from ingest.output import OutputFormat, render
 from tables.identifiers import validate_app_id, validate_column_name, validate_table_name
 
 if TYPE_CHECKING:
-    from ingest.replay import ReplayMode, ReplayResult
+    from ingest.admin.replay import ReplayMode, ReplayResult
     from tables.maintenance import VacuumReport
 
 TableArgument = Annotated[str, typer.Argument(help="Table name.")]
@@ -47,7 +47,7 @@ def replay(
     commit: rows the source no longer has are removed. If any batch's files are gone, nothing is
     written and the error names the batches and files.
     """
-    from ingest.replay import assert_sources_present, plan_replay, replay_batch
+    from ingest.admin.replay import assert_sources_present, plan_replay, replay_batch
     from quality.expectations import ExpectationGate
 
     validate_table_name(table)
@@ -183,7 +183,7 @@ def apps(
     config: ConfigOption = None,
 ) -> None:
     """List the app ids that commit into a table, with the last batch each has committed."""
-    from ingest.apps import list_apps
+    from ingest.admin.apps import list_apps
 
     validate_table_name(table)
     spark = spark_for(load_config(config, required=False))
@@ -212,8 +212,8 @@ def reset_app(
     short is reported and finished first. Moving back re-admits batches (their rows may land
     again if read again); moving forward skips batches and needs --force.
     """
-    from ingest.apps import finish_reset, pending_reset, validate_reset
-    from ingest.apps import reset_app as run_reset
+    from ingest.admin.apps import finish_reset, pending_reset, validate_reset
+    from ingest.admin.apps import reset_app as run_reset
     from tables.log import committed_batch
 
     validate_table_name(table)

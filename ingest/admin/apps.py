@@ -125,7 +125,8 @@ def pending_reset(spark: SparkSession, table: str, app_id: str) -> PendingReset 
     latest = entries[0]
     to_batch = latest.meta.batch_id
     behind: list[tuple[Marker, int]] = []
-    for marker in batch_markers(table, app_id)[1:]:
+    _, *followers = batch_markers(table, app_id)
+    for marker in followers:
         if not table_exists(spark, marker.table):
             continue
         current = committed_batch(spark, marker.table, marker.txn_app_id)

@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ingest import cli_admin, cli_deploy
-from ingest.cli_common import (
+from ingest.cli import admin as cli_admin
+from ingest.cli import deploy as cli_deploy
+from ingest.cli.common import (
     EXIT_TERMINAL,
     ConfigOption,
     FormatOption,
@@ -23,8 +24,8 @@ from ingest.cli_common import (
     handle_errors,
     spark_for,
 )
+from ingest.cli.output import OutputFormat, render
 from ingest.config import assert_pipeline_ready, load_config
-from ingest.output import OutputFormat, render
 from ingest.stopping import exit_code, quiet_py4j
 from tables.errors import ConfigError, QueryError, error_summary
 
@@ -375,7 +376,3 @@ app.command(
 def main() -> None:
     """Entry point of the `lakehouse` console script."""
     app(prog_name="lakehouse")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,0 +1,117 @@
+"""Lakehouse projects for the process-level tests: one config builder, landing files, queries.
+
+The tests that run `lakehouse` as separate processes (tests/ingest/test_process.py, test_stop.py,
+test_cluster.py, test_many_processes.py) each write a project directory: a lakehouse.toml with
+its home inside the project, JSON landing directories, files dropped into them, and a count of
+each key's copies through `lakehouse sql`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.support.processes import child_env, run_lakehouse
+
+
+@dataclass(frozen=True)
+class Table:
+    """A declared table: its schema and its one key column."""
+
+    name: str
+    schema: str
+    key: str
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """A JSON landing directory (`path`, relative to the project) into a table under an app id."""
+
+    name: str
+    app_id: str
+    table: str = "events"
+    path: str = "landing"
+    max_files_per_trigger: int | None = 1
+
+
+EVENTS = Table("events", "event_id STRING NOT NULL, amount DOUBLE", "event_id")
+
+
+def lakehouse_toml(pipelines: Sequence[Pipeline], tables: Sequence[Table] = (EVENTS,)) -> str:
+    """The lakehouse.toml of a project whose home is `.lakehouse` inside it."""
+    lines = ["[lakehouse]", 'home = ".lakehouse"', ""]
+    for table in tables:
+        lines += [f"[tables.{table.name}]", f'schema = "{table.schema}"']
+        lines += [f'keys = ["{table.key}"]', ""]
+    for pipeline in pipelines:
+        lines += [f"[pipelines.{pipeline.name}]", f'table = "{pipeline.table}"']
+        lines += [f'app_id = "{pipeline.app_id}"', f"[pipelines.{pipeline.name}.source]"]
+        lines += ['format = "json"', f'path = "{pipeline.path}"']
+        if pipeline.max_files_per_trigger is not None:
+            lines.append(f"max_files_per_trigger = {pipeline.max_files_per_trigger}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def write_project(
+    root: Path, pipelines: Sequence[Pipeline], tables: Sequence[Table] = (EVENTS,)
+) -> dict[str, Path]:
+    """Write the config and create each pipeline's landing directory; name -> directory."""
+    (root / "lakehouse.toml").write_text(lakehouse_toml(pipelines, tables))
+    landings = {pipeline.name: root / pipeline.path for pipeline in pipelines}
+    for directory in landings.values():
+        directory.mkdir(parents=True)
+    return landings
+
+
+def events(ids: Iterable[str]) -> list[dict[str, Any]]:
+    """Rows of the `events` table for `ids`."""
+    return [{"event_id": i, "amount": 1.0} for i in ids]
+
+
+def land(
+    directory: Path, name: str, rows: Iterable[Mapping[str, Any]], *, mtime: int | None = None
+) -> None:
+    """Drop a JSON-lines file atomically (Spark skips names starting with '.').
+
+    `mtime` sets its modification time, which orders the files of one trigger.
+    """
+    staging = directory / f".{name}.tmp"
+    staging.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    staging.rename(directory / name)
+    if mtime is not None:
+        os.utime(directory / name, (mtime, mtime))
+
+
+def start_lakehouse(cwd: Path, *args: str, new_session: bool = False) -> subprocess.Popen[str]:
+    """Start `lakehouse ARGS` in `cwd` as a separate driver, its output piped."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "ingest.cli", *args],
+        cwd=cwd,
+        env=child_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=new_session,
+    )
+
+
+def copies(root: Path, table: str = "events", key: str = "event_id") -> dict[str, int]:
+    """How many times each key is in the table, asked with `lakehouse sql` in a new process."""
+    queried = run_lakehouse(
+        root,
+        "sql",
+        "--format",
+        "json",
+        "--limit",
+        "100000",
+        f"SELECT {key} AS k, count(*) AS copies FROM {table} GROUP BY {key}",
+    )
+    assert queried.returncode == 0, queried.stderr
+    return {row["k"]: int(row["copies"]) for row in json.loads(queried.stdout)}
