@@ -197,14 +197,22 @@ def _read_state(spark: SparkSession, table: str, read: Callable[[Any], T]) -> T:
     try:
         return read(delta_log(spark, table).update(False, none, none))
     except Exception as exc:
-        damaged = damaged_log_file(str(exc))
+        damaged = damaged_log_error(table, exc)
         if damaged is None:
             raise
-        raise DamagedLogError(
-            f"table {table}: its Delta log cannot be read, {damaged} is damaged "
-            f"({first_line(exc)[:160]}); restore that file, or if it is a checkpoint remove it "
-            "and `_last_checkpoint` so Delta rebuilds the state from the JSON commits"
-        ) from exc
+        raise damaged from exc
+
+
+def damaged_log_error(table: str, exc: BaseException) -> DamagedLogError | None:
+    """The one clear error for a failure that names a damaged `_delta_log` file, if it does."""
+    damaged = damaged_log_file(str(exc))
+    if damaged is None:
+        return None
+    return DamagedLogError(
+        f"table {table}: its Delta log cannot be read, {damaged} is damaged "
+        f"({first_line(exc)[:160]}); restore that file, or if it is a checkpoint remove it "
+        "and `_last_checkpoint` so Delta rebuilds the state from the JSON commits"
+    )
 
 
 def damaged_log_file(message: str) -> str | None:
