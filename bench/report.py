@@ -108,10 +108,16 @@ def show(report: Report, master: str, sizes: dict[str, str], watch: Stopwatch) -
     console.print(f"run: {total / 60:.1f} min ({stages})")
 
 
-def save(report: Report, master: str, sizes: dict[str, str], watch: Stopwatch, out: Path) -> Path:
-    """Write the run as `latest.json` and `bench-<UTC time>.json` under `out`; the latter's path."""
+def save(
+    report: Report, master: str, sizes: dict[str, str], watch: Stopwatch, out: Path, label: str
+) -> Path:
+    """Write the run as `latest.json` and `bench-<UTC time>.json` under `out`; the latter's path.
+
+    `label` says under what conditions the figures were taken (a quiet machine, or not).
+    """
     out.mkdir(parents=True, exist_ok=True)
     payload = {
+        "label": label,
         "ratios": [
             {"name": r.name, "value": r.value, "target": r.target, "met": r.met}
             for r in report.ratios

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -80,6 +82,9 @@ def main() -> None:
     parser.add_argument("--log-commits", type=int, default=1000)
     parser.add_argument("--startup-runs", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
+    parser.add_argument(
+        "--label", default="quiet machine", help="conditions of the run, kept in the JSON"
+    )
     args = parser.parse_args()
     sizes = {k: str(v) for k, v in vars(args).items()}
     watch = Stopwatch()
@@ -87,7 +92,6 @@ def main() -> None:
     os.environ.setdefault("LAKEHOUSE_SPARK_MASTER", "local[2]")
     spark = get_spark(home, app_name="lakehouse-bench")
     master = spark.sparkContext.master or ""
-    b, rows = args.batches, args.batch_rows
     report = Report()
     counter = iter(range(1, 10**9))
 
@@ -96,6 +100,31 @@ def main() -> None:
         ensure_table(spark, made)
         return made
 
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        _measure(spark, args, spec, report, watch, home)
+    except KeyboardInterrupt:
+        console.print("[red]interrupted: the figures measured so far are saved[/]")
+        report.note("interrupted", True)
+    finally:
+        show(report, master, sizes, watch)
+        save(report, master, sizes, watch, args.out, args.label)
+
+
+def _interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _measure(
+    spark: SparkSession,
+    args: argparse.Namespace,
+    spec: Callable[..., TableSpec],
+    report: Report,
+    watch: Stopwatch,
+    home: Path,
+) -> None:
+    """Run every measurement in turn, recording each ratio as soon as it is known."""
+    b, rows = args.batches, args.batch_rows
     console.print(f"[bold]lakehouse bench[/] batches of {rows} rows, {b} measured per figure")
     warm_paths = {
         "commit": committer(spark, spec("bench_warm_eo"), rows),
@@ -189,8 +218,6 @@ def main() -> None:
         watch.lap("start-up")
 
     _delta_rs_context(report, home, rows, b)
-    show(report, master, sizes, watch)
-    save(report, master, sizes, watch, args.out)
 
 
 def _skipped(result: object) -> object:
