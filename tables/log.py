@@ -153,9 +153,12 @@ def latest_ledger_entry(spark: SparkSession, table: str) -> LedgerEntry | None:
         log = snapshot.deltaLog()
         version = int(snapshot.version())
         path = jvm.org.apache.spark.sql.delta.util.FileNames.unsafeDeltaFile(log.logPath(), version)
-        found = jvm.org.apache.spark.sql.delta.DeltaHistoryManager.getCommitInfoOpt(
-            log.store(), path, log.newDeltaHadoopConf()
-        )
+        try:
+            found = jvm.org.apache.spark.sql.delta.DeltaHistoryManager.getCommitInfoOpt(
+                log.store(), path, log.newDeltaHadoopConf()
+            )
+        except Exception:  # not a plain `<v>.json` (a staged commit): history finds it
+            return None
         if not found.isDefined():
             return None
         info = found.get()
