@@ -19,7 +19,7 @@ from ingest.admin.apps import finish_reset, pending_reset
 from ingest.checkpoint import hold_checkpoint
 from ingest.commit import BatchResult, commit_batch
 from ingest.config.checks import assert_pipeline_ready
-from ingest.decisions import is_checkpoint_lost
+from ingest.decisions import commit_landed, is_checkpoint_lost
 from ingest.sources.resume import read_batch_base, write_batch_base
 from ingest.stopping import StopRequest, StopRequested, stop_on_signals
 from ingest.triggers import parse_trigger
@@ -28,16 +28,15 @@ from quality.audit import (
     audit_commit,
     checks_from_ledger,
     held_by,
-    is_recorded,
     record,
     repair_duplicates,
     should_hold,
     should_repair,
 )
 from quality.expectations import ExpectationGate
-from quality.markers import batch_markers
+from quality.markers import Marker, batch_markers
 from quality.quarantine import ensure_quarantine_table
-from tables.catalog import ensure_table
+from tables.catalog import ensure_table, table_exists
 from tables.errors import (
     CheckpointLostError,
     DuplicatesFoundError,
@@ -100,12 +99,14 @@ def audit_after_commit(
 
     The batch's expectation outcomes (carried in its ledger entry) are recorded in the same
     append, once per batch. A batch skipped as already committed is audited only if its audit was
-    never recorded (the process stopped between the commit and the audit). Under the `fail`
+    never recorded (the process stopped between the commit and the audit): the audit record's
+    own marker says so, read from the quality table's log without a Spark job. Under the `fail`
     policy a finding raises DuplicatesFoundError after it is recorded.
     """
     if result.status == "empty":
         return []
-    if result.status == "skipped" and is_recorded(spark, spec.name, result.app_id, result.batch_id):
+    _, _, audit_marker = batch_markers(spec.name, result.app_id)
+    if result.status == "skipped" and _is_audit_recorded(spark, audit_marker, result.batch_id):
         return []
     fault_point("before_audit", result.batch_id)
     audit = audit_commit(spark, spec, result.app_id, result.batch_id, result.version)
@@ -117,11 +118,17 @@ def audit_after_commit(
     ]
     if should_repair(audit):
         results.append(repair_duplicates(spark, spec, audit))
-    _, _, audit_marker = batch_markers(spec.name, result.app_id)
     record(spark, results, txn=(audit_marker.txn_app_id, result.batch_id))
     if should_hold(audit):
         raise DuplicatesFoundError(held_message(spec.name, audit.as_row()))
     return results
+
+
+def _is_audit_recorded(spark: SparkSession, marker: Marker, batch_id: int) -> bool:
+    """True if the quality table's marker shows the batch's audit outcome as recorded."""
+    if not table_exists(spark, marker.table):
+        return False
+    return commit_landed(committed_batch(spark, marker.table, marker.txn_app_id), batch_id)
 
 
 def held_message(table: str, finding: dict[str, Any]) -> str:

@@ -99,12 +99,17 @@ def key_text(keys: tuple[str, ...]) -> Column:
 
 
 def duplicate_keys(
-    scope: DataFrame, keys: tuple[str, ...], candidates: DataFrame | None = None
+    scope: DataFrame, keys: tuple[str, ...], of_batch: Column | None = None
 ) -> CheckResult:
-    """Count `candidates`' distinct keys (all of `scope`'s without) and those twice in `scope`."""
-    if candidates is not None:
-        scope = scope.join(candidates.select(*keys).distinct(), on=list(keys), how="left_semi")
-    counted = scope.groupBy(*keys).count()
+    """Count the distinct keys of `scope` (with `of_batch`: of its matching rows), and those twice.
+
+    With `of_batch`, one grouping of `scope` by key answers for the batch's keys: a key is the
+    batch's if one of its rows matches `of_batch`, and it fails if it has more than one row.
+    That is one aggregation, instead of a second read of the batch's rows and a join.
+    """
+    flag = (F.max(of_batch.cast("int")) if of_batch is not None else F.lit(1)).alias("ours")
+    counted = scope.groupBy(*keys).agg(F.count(F.lit(1)).alias("count"), flag)
+    counted = counted.where(F.col("ours") == 1)
     summary = counted.agg(
         F.count(F.lit(1)).alias("checked"),
         F.sum(F.when(F.col("count") > 1, 1).otherwise(0)).alias("failing"),
@@ -129,9 +134,12 @@ def duplicate_keys(
 
 def commit_rows(spark: SparkSession, spec: TableSpec, app_id: str, batch_id: int) -> DataFrame:
     """The rows one commit inserted, found through the lineage columns (file skipping applies)."""
-    return spark.table(spec.name).where(
-        (F.col(APP_ID_COLUMN) == app_id) & (F.col(BATCH_ID_COLUMN) == batch_id)
-    )
+    return spark.table(spec.name).where(of_commit(app_id, batch_id))
+
+
+def of_commit(app_id: str, batch_id: int) -> Column:
+    """True for a row one commit inserted, by its lineage columns."""
+    return (F.col(APP_ID_COLUMN) == app_id) & (F.col(BATCH_ID_COLUMN) == batch_id)
 
 
 def key_ranges(batch: DataFrame, keys: tuple[str, ...]) -> tuple[dict[str, tuple[Any, Any]], int]:
@@ -161,7 +169,7 @@ def audit_commit(
         result = CheckResult("", DUPLICATE_KEYS_CHECK, "passed", 0, 0, (), files_read=0)
     else:
         scope = spark.table(spec.name).where(within_ranges(ranges))
-        result = duplicate_keys(scope, spec.keys, batch)
+        result = duplicate_keys(scope, spec.keys, of_commit(app_id, batch_id))
     return replace(
         result,
         table=spec.name,

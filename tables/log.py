@@ -3,134 +3,43 @@
 Two records live in the log, written atomically with the rows of each batch:
 - the SetTransaction marker (txnAppId -> txnVersion), the authority on the last batch an app
   committed; read here from the table snapshot through delta-spark's JVM `DeltaLog` API, which
-  reads only the log, never data files;
+  reads only the log, never data files: from the snapshot's version checksum (`<v>.crc`) when it
+  lists every marker, else from Delta's own state rebuild (a Spark job per new version,
+  delta-io/delta#4708);
 - the commit's userMetadata, a JSON `CommitMetadata` describing the batch (source, counts,
-  content hash); read back through `DeltaTable.history()` as the ledger.
+  content hash); read back from the newest commit file, or through `DeltaTable.history()`, as
+  the ledger.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import time
-import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from pyspark.sql import SparkSession
 
 from tables.catalog import require_table
 from tables.errors import DamagedLogError, first_line
+from tables.ledger import LEDGER_FORMAT as LEDGER_FORMAT
+from tables.ledger import CommitKind as CommitKind
+from tables.ledger import CommitMetadata as CommitMetadata
+from tables.ledger import LedgerEntry as LedgerEntry
+from tables.ledger import admin_metadata as admin_metadata
+from tables.ledger import describe_source as describe_source
+from tables.ledger import ledger_entry_from_history as ledger_entry_from_history
+from tables.ledger import recorded_offsets as recorded_offsets
 from tables.session import clone_session, jvm_of
 
 T = TypeVar("T")
-LEDGER_FORMAT = 1
 _LOG_FILE = re.compile(r"[^\s'\"\[\](),]*_delta_log/[^\s'\"\[\](),]+")
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
-CommitKind = Literal["batch", "replay", "replace", "reset", "repair"]
-
-
-@dataclass(frozen=True)
-class CommitMetadata:
-    """What a lakehouse commit records about its batch in the commit's userMetadata."""
-
-    app_id: str
-    batch_id: int
-    source: Mapping[str, Any]
-    rows_read: int
-    rows_quarantined: int
-    content_hash: str
-    commit_token: str
-    kind: CommitKind = "batch"
-    checks: tuple[Mapping[str, Any], ...] = ()
-
-    def to_json(self) -> str:
-        """Serialise to the compact JSON stored in the commit."""
-        payload = {"lakehouse": LEDGER_FORMAT, **asdict(self)}
-        payload["source"] = dict(self.source)
-        payload["checks"] = [dict(c) for c in self.checks]
-        return json.dumps(payload, separators=(",", ":"), sort_keys=True)
-
-    @staticmethod
-    def from_json(text: str | None) -> CommitMetadata | None:
-        """Parse userMetadata written by this project; None for anything else."""
-        if not text:
-            return None
-        try:
-            payload = json.loads(text)
-        except ValueError:
-            return None
-        if not isinstance(payload, dict) or payload.get("lakehouse") != LEDGER_FORMAT:
-            return None
-        return CommitMetadata(
-            app_id=str(payload["app_id"]),
-            batch_id=int(payload["batch_id"]),
-            source=dict(payload.get("source") or {}),
-            rows_read=int(payload.get("rows_read", 0)),
-            rows_quarantined=int(payload.get("rows_quarantined", 0)),
-            content_hash=str(payload.get("content_hash", "")),
-            commit_token=str(payload.get("commit_token", "")),
-            kind=payload.get("kind", "batch"),
-            checks=tuple(dict(c) for c in payload.get("checks") or () if isinstance(c, dict)),
-        )
-
-
-@dataclass(frozen=True)
-class LedgerEntry:
-    """One committed batch as the log shows it: its metadata plus the commit's own metrics."""
-
-    version: int
-    committed_at: datetime
-    operation: str
-    meta: CommitMetadata
-    rows_merged: int
-    rows_inserted: int
-    metrics: Mapping[str, str] = field(default_factory=dict)
-
-    @property
-    def rows_already_present(self) -> int:
-        """Rows of the batch the MERGE found in the table already (a replay, a retried write)."""
-        return self.rows_merged - self.rows_inserted
-
-    @property
-    def rows_duplicate_in_batch(self) -> int:
-        """Valid rows dropped because another row of the same batch had the same record key."""
-        return self.meta.rows_read - self.meta.rows_quarantined - self.rows_merged
-
-    def as_row(self) -> dict[str, Any]:
-        """Flatten for display and export."""
-        return {
-            "app_id": self.meta.app_id,
-            "batch_id": self.meta.batch_id,
-            "version": self.version,
-            "kind": self.meta.kind,
-            "rows_read": self.meta.rows_read,
-            "rows_inserted": self.rows_inserted,
-            "rows_already_present": self.rows_already_present,
-            "rows_duplicate_in_batch": self.rows_duplicate_in_batch,
-            "rows_quarantined": self.meta.rows_quarantined,
-            "source": describe_source(self.meta.source),
-            "content_hash": self.meta.content_hash,
-            "committed_at": self.committed_at.isoformat(sep=" ", timespec="seconds"),
-        }
-
-
-def admin_metadata(
-    app_id: str, batch_id: int, kind: CommitKind, source: Mapping[str, Any]
-) -> CommitMetadata:
-    """The ledger entry of an operator's commit (reset, repair, replay): no rows read by it."""
-    return CommitMetadata(
-        app_id=app_id,
-        batch_id=batch_id,
-        source=source,
-        rows_read=0,
-        rows_quarantined=0,
-        content_hash="",
-        commit_token=uuid.uuid4().hex,
-        kind=kind,
-    )
+CHECKSUM_MARKERS_MAX_CONF = "spark.databricks.delta.setTransactionsInCrc.maxAllowed"
+CHECKSUM_MARKERS_MAX_DEFAULT = 100
+MARKER_RETENTION_PROPERTY = "delta.setTransactionRetentionDuration"
 
 
 def commit_session(
@@ -183,47 +92,6 @@ def commit_markers(
     return table_version(spark, table)
 
 
-def recorded_offsets(source: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The Kafka offset ranges a batch's source record holds, or None for other sources."""
-    offsets = source.get("offsets")
-    return offsets if source.get("kind") == "kafka" and isinstance(offsets, Mapping) else None
-
-
-def describe_source(source: Mapping[str, Any]) -> str:
-    """A short human description of a batch's source record."""
-    offsets = recorded_offsets(source)
-    if offsets is not None:
-        return "kafka: " + "; ".join(
-            f"{topic} p{partition} {bounds[0]}-{bounds[1]}"
-            for topic, partitions in sorted(offsets.items())
-            for partition, bounds in sorted(partitions.items(), key=lambda kv: int(kv[0]))
-        )
-    files = source.get("files")
-    if isinstance(files, list):
-        shown = ", ".join(str(f).rsplit("/", 1)[-1] for f in files[:3])
-        more = f" (+{len(files) - 3} more)" if len(files) > 3 else ""
-        return f"{source.get('format', 'files')}: {shown}{more}"
-    return json.dumps(dict(source), sort_keys=True)
-
-
-def ledger_entry_from_history(row: Mapping[str, Any]) -> LedgerEntry | None:
-    """Build a ledger entry from one `DESCRIBE HISTORY` row, or None if not ours."""
-    meta = CommitMetadata.from_json(row.get("userMetadata"))
-    if meta is None:
-        return None
-    metrics: dict[str, str] = dict(row.get("operationMetrics") or {})
-    inserted = int(metrics.get("numTargetRowsInserted", metrics.get("numOutputRows", "0")))
-    return LedgerEntry(
-        version=int(row["version"]),
-        committed_at=row["timestamp"],
-        operation=str(row["operation"]),
-        meta=meta,
-        rows_merged=int(metrics.get("numSourceRows", inserted)),
-        rows_inserted=inserted,
-        metrics=metrics,
-    )
-
-
 def read_ledger(
     spark: SparkSession, table: str, *, app_id: str | None = None, limit: int | None = None
 ) -> list[LedgerEntry]:
@@ -252,13 +120,67 @@ def _ledger(
 def find_ledger_entry(
     spark: SparkSession, table: str, app_id: str, batch_id: int
 ) -> LedgerEntry | None:
-    """Find the commit of (app id, batch id), searching recent history first."""
+    """Find the commit of (app id, batch id): the newest commit first, then recent history.
+
+    The newest commit is read from its one log file, without a Spark job: right after a commit,
+    or on a retried batch, it is almost always the one asked for.
+    """
     require_table(spark, table)
+    latest = latest_ledger_entry(spark, table)
+    if latest is not None and is_batch_entry(latest, app_id, batch_id):
+        return latest
     for limit in (4, 64, None):
         for entry in _ledger(spark, table, app_id, limit):
-            if entry.meta.batch_id == batch_id and entry.meta.kind == "batch":
+            if is_batch_entry(entry, app_id, batch_id):
                 return entry
     return None
+
+
+def is_batch_entry(entry: LedgerEntry, app_id: str, batch_id: int) -> bool:
+    """True if `entry` is the stream commit of (app id, batch id)."""
+    return (entry.meta.app_id, entry.meta.batch_id, entry.meta.kind) == (app_id, batch_id, "batch")
+
+
+def latest_ledger_entry(spark: SparkSession, table: str) -> LedgerEntry | None:
+    """The ledger entry of the newest commit, read from that commit's file; None if not ours.
+
+    Delta's `getCommitInfoOpt` reads the one `<version>.json` through the table's log store, so
+    no Spark job runs and the store may be any Delta supports.
+    """
+    jvm = jvm_of(spark)
+
+    def read(snapshot: Any) -> LedgerEntry | None:
+        log = snapshot.deltaLog()
+        version = int(snapshot.version())
+        path = jvm.org.apache.spark.sql.delta.util.FileNames.unsafeDeltaFile(log.logPath(), version)
+        try:
+            found = jvm.org.apache.spark.sql.delta.DeltaHistoryManager.getCommitInfoOpt(
+                log.store(), path, log.newDeltaHadoopConf()
+            )
+        except Exception:  # not a plain `<v>.json` (a staged commit): history finds it
+            return None
+        if not found.isDefined():
+            return None
+        info = found.get()
+        metrics = info.operationMetrics()
+        return ledger_entry_from_history(
+            {
+                "version": version,
+                "timestamp": datetime.fromtimestamp(info.timestamp().getTime() / 1000),
+                "operation": info.operation(),
+                "userMetadata": info.userMetadata().get()
+                if info.userMetadata().isDefined()
+                else None,
+                "operationMetrics": _java_map(jvm, metrics.get()) if metrics.isDefined() else {},
+            }
+        )
+
+    return _read_state(spark, table, read)
+
+
+def _java_map(jvm: Any, scala_map: Any) -> dict[str, str]:
+    converted = jvm.scala.jdk.javaapi.CollectionConverters.asJava(scala_map)
+    return {str(k): str(v) for k, v in dict(converted).items()}
 
 
 def delta_log(spark: SparkSession, table: str) -> Any:
@@ -278,14 +200,22 @@ def _read_state(spark: SparkSession, table: str, read: Callable[[Any], T]) -> T:
     try:
         return read(delta_log(spark, table).update(False, none, none))
     except Exception as exc:
-        damaged = damaged_log_file(str(exc))
+        damaged = damaged_log_error(table, exc)
         if damaged is None:
             raise
-        raise DamagedLogError(
-            f"table {table}: its Delta log cannot be read, {damaged} is damaged "
-            f"({first_line(exc)[:160]}); restore that file, or if it is a checkpoint remove it "
-            "and `_last_checkpoint` so Delta rebuilds the state from the JSON commits"
-        ) from exc
+        raise damaged from exc
+
+
+def damaged_log_error(table: str, exc: BaseException) -> DamagedLogError | None:
+    """The one clear error for a failure that names a damaged `_delta_log` file, if it does."""
+    damaged = damaged_log_file(str(exc))
+    if damaged is None:
+        return None
+    return DamagedLogError(
+        f"table {table}: its Delta log cannot be read, {damaged} is damaged "
+        f"({first_line(exc)[:160]}); restore that file, or if it is a checkpoint remove it "
+        "and `_last_checkpoint` so Delta rebuilds the state from the JSON commits"
+    )
 
 
 def damaged_log_file(message: str) -> str | None:
@@ -294,26 +224,82 @@ def damaged_log_file(message: str) -> str | None:
     return found[-1].rstrip(".:;") if found else None
 
 
-def committed_batches(spark: SparkSession, table: str) -> dict[str, int]:
-    """Every app id's SetTransaction marker in the table's current snapshot."""
-    require_table(spark, table)
+@dataclass(frozen=True)
+class MarkerRead:
+    """Every app id's marker in the table's current snapshot, and where it was read from."""
 
-    def markers(snapshot: Any) -> dict[str, int]:
-        found: dict[str, int] = {}
-        iterator = snapshot.transactions().iterator()
-        while iterator.hasNext():
-            pair = iterator.next()
-            found[str(pair._1())] = int(pair._2())
-        return found
+    markers: dict[str, int]
+    from_checksum: bool
+
+
+def is_checksum_complete(listed: int | None, max_listed: int, retention_set: bool) -> bool:
+    """True if a version checksum's SetTransaction list can stand for the snapshot's markers.
+
+    Delta writes the list into `<v>.crc` only up to `setTransactionsInCrc.maxAllowed` app ids
+    (None: not written, or no checksum); a list at that size may have been cut, so it is not
+    trusted. With a marker retention set, Delta drops expired markers from its state but the
+    checksum may still list them, so Delta's own read decides.
+    """
+    return listed is not None and listed < max_listed and not retention_set
+
+
+def read_markers(spark: SparkSession, table: str) -> MarkerRead:
+    """Every app id's marker: from the snapshot's version checksum, else Delta's state rebuild.
+
+    The checksum belongs to the snapshot's own version (Delta loads `<v>.crc` for the version it
+    listed, or computes it incrementally after its own commit), so both reads describe the same
+    version. `Snapshot.transactions` rebuilds the whole table state with a Spark job on every new
+    version (delta-io/delta#4708, fixed on Delta's master by #6929, in no release yet); the
+    checksum holds the same markers and costs no job.
+    """
+    require_table(spark, table)
+    max_listed = int(
+        spark.conf.get(CHECKSUM_MARKERS_MAX_CONF, str(CHECKSUM_MARKERS_MAX_DEFAULT))
+        or CHECKSUM_MARKERS_MAX_DEFAULT
+    )
+
+    def markers(snapshot: Any) -> MarkerRead:
+        listed = _checksum_markers(snapshot)
+        retention = bool(snapshot.metadata().configuration().contains(MARKER_RETENTION_PROPERTY))
+        if listed is not None and is_checksum_complete(len(listed), max_listed, retention):
+            return MarkerRead(listed, from_checksum=True)
+        return MarkerRead(_state_markers(snapshot), from_checksum=False)
 
     return _read_state(spark, table, markers)
 
 
+def _checksum_markers(snapshot: Any) -> dict[str, int] | None:
+    checksum = snapshot.checksumOpt()
+    if not checksum.isDefined():
+        return None
+    listed = checksum.get().setTransactions()
+    if not listed.isDefined():
+        return None
+    found: dict[str, int] = {}
+    iterator = listed.get().iterator()
+    while iterator.hasNext():
+        txn = iterator.next()
+        found[str(txn.appId())] = int(txn.version())
+    return found
+
+
+def _state_markers(snapshot: Any) -> dict[str, int]:
+    found: dict[str, int] = {}
+    iterator = snapshot.transactions().iterator()
+    while iterator.hasNext():
+        pair = iterator.next()
+        found[str(pair._1())] = int(pair._2())
+    return found
+
+
+def committed_batches(spark: SparkSession, table: str) -> dict[str, int]:
+    """Every app id's SetTransaction marker in the table's current snapshot."""
+    return read_markers(spark, table).markers
+
+
 def committed_batch(spark: SparkSession, table: str, app_id: str) -> int | None:
     """The last batch id the log holds for `app_id`, or None if it never committed."""
-    require_table(spark, table)
-    option = _read_state(spark, table, lambda snapshot: snapshot.transactions().get(app_id))
-    return int(option.get()) if option.isDefined() else None
+    return read_markers(spark, table).markers.get(app_id)
 
 
 def table_version(spark: SparkSession, table: str) -> int:

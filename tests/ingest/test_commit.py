@@ -179,7 +179,7 @@ def test_failure_before_write_is_retried(
 ) -> None:
     spec = make_table()
     calls = {"n": 0}
-    import ingest.commit as commit_module
+    import ingest.commit.merge as commit_module
 
     real = commit_module.fault_point
 

@@ -1,8 +1,30 @@
 from __future__ import annotations
 
+import uuid
+from collections.abc import Callable
 from datetime import datetime
+from pathlib import Path
+from typing import TypeVar
 
-from tables.log import CommitMetadata, describe_source, ledger_entry_from_history
+from pyspark.sql import DataFrame, SparkSession
+
+from ingest.commit import commit_batch
+from tables.catalog import table_detail
+from tables.log import (
+    CommitMetadata,
+    committed_batch,
+    describe_source,
+    is_checksum_complete,
+    latest_ledger_entry,
+    ledger_entry_from_history,
+    read_markers,
+)
+from tables.session import jvm_of
+from tables.spec import TableSpec
+
+EVENT_DDL = "event_id STRING NOT NULL, user_id STRING, amount DOUBLE"
+
+T = TypeVar("T")
 
 META = CommitMetadata(
     app_id="app",
@@ -46,3 +68,87 @@ def test_ledger_entry_derives_counts_from_merge_metrics() -> None:
 def test_describe_source_truncates_long_file_lists() -> None:
     files = [f"/l/{i}.json" for i in range(5)]
     assert describe_source({"format": "json", "files": files}).endswith("(+2 more)")
+
+
+def test_checksum_markers_are_trusted_only_when_complete() -> None:
+    assert is_checksum_complete(3, 100, retention_set=False)
+    assert not is_checksum_complete(None, 100, retention_set=False)
+    assert not is_checksum_complete(100, 100, retention_set=False)
+    assert not is_checksum_complete(3, 100, retention_set=True)
+
+
+def _jobs_of(spark: SparkSession, read: Callable[[], T]) -> tuple[T, int]:
+    """Run `read` in a job group of its own: its result and how many Spark jobs it started."""
+    group = f"jobs-{uuid.uuid4().hex}"
+    spark.sparkContext.setJobGroup(group, group)
+    try:
+        found = read()
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+    return found, len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
+
+
+def test_markers_are_read_from_the_checksum_without_a_spark_job(
+    spark: SparkSession, make_table: Callable[..., TableSpec]
+) -> None:
+    spec = make_table()
+    for batch_id in (0, 1):
+        commit_batch(spark, spec, "app", batch_id, _rows(spark, batch_id))
+    jvm_of(spark).org.apache.spark.sql.delta.DeltaLog.clearCache()  # as a new process would
+
+    read, jobs = _jobs_of(spark, lambda: read_markers(spark, spec.name))
+
+    assert (read.markers, read.from_checksum, jobs) == ({"app": 1}, True, 0)
+
+
+def test_a_missing_checksum_falls_back_to_deltas_own_read(
+    spark: SparkSession, make_table: Callable[..., TableSpec]
+) -> None:
+    spec = make_table()
+    for batch_id in (0, 1):
+        commit_batch(spark, spec, "app", batch_id, _rows(spark, batch_id))
+    log = Path(table_detail(spark, spec.name).location.removeprefix("file:")) / "_delta_log"
+    latest = max(log.glob("*.crc"))
+    latest.unlink()
+    jvm_of(spark).org.apache.spark.sql.delta.DeltaLog.clearCache()
+
+    read = read_markers(spark, spec.name)
+
+    assert (read.markers, read.from_checksum) == ({"app": 1}, False)
+
+
+def test_a_checksum_without_markers_falls_back_to_deltas_own_read(
+    spark: SparkSession, make_table: Callable[..., TableSpec]
+) -> None:
+    spec = make_table()
+    commit_batch(spark, spec, "app", 0, _rows(spark, 0))
+    spark.conf.set("spark.databricks.delta.setTransactionsInCrc.writeOnCommit", "false")
+    try:
+        commit_batch(spark, spec, "app", 1, _rows(spark, 1))
+    finally:
+        spark.conf.unset("spark.databricks.delta.setTransactionsInCrc.writeOnCommit")
+    jvm_of(spark).org.apache.spark.sql.delta.DeltaLog.clearCache()
+
+    read = read_markers(spark, spec.name)
+
+    assert (read.markers, read.from_checksum) == ({"app": 1}, False)
+    assert committed_batch(spark, spec.name, "app") == 1
+
+
+def test_the_newest_commit_is_read_as_a_ledger_entry_without_a_spark_job(
+    spark: SparkSession, make_table: Callable[..., TableSpec]
+) -> None:
+    spec = make_table()
+    result = commit_batch(spark, spec, "app", 0, _rows(spark, 0))
+
+    entry, jobs = _jobs_of(spark, lambda: latest_ledger_entry(spark, spec.name))
+
+    assert entry is not None
+    assert jobs == 0
+    assert (entry.version, entry.meta.batch_id, entry.rows_inserted) == (result.version, 0, 2)
+
+
+def _rows(spark: SparkSession, batch_id: int) -> DataFrame:
+    return spark.createDataFrame(
+        [(f"e{batch_id}a", "u", 1.0), (f"e{batch_id}b", "u", 2.0)], EVENT_DDL
+    )

@@ -1,0 +1,133 @@
+"""The bench's workloads: generated batches, the write paths compared, and the tables they fill.
+
+Every write path takes a batch number `i` and writes batch `i`, so `interleaved_medians` can
+run the two sides of a ratio in turns on the same data.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from ingest.commit import commit_batch, with_lineage
+from tables.catalog import table_detail
+from tables.log import admin_metadata, commit_markers, table_version
+from tables.spec import TableSpec
+
+SCHEMA = "event_id STRING NOT NULL, user_id STRING, amount DOUBLE, event_time TIMESTAMP"
+START = datetime(2026, 1, 1)
+Action = Callable[[int], object]
+
+
+def batch(spark: SparkSession, first: int, rows: int, days: float = 0.0) -> DataFrame:
+    """`rows` events with ids from `first`, spread over one day starting `days` after START."""
+    return spark.range(first, first + rows).select(
+        F.concat(F.lit("e"), F.col("id").cast("string")).alias("event_id"),
+        F.concat(F.lit("u"), (F.col("id") % 1000).cast("string")).alias("user_id"),
+        (F.col("id") % 997 / 7).cast("double").alias("amount"),
+        (
+            F.lit(START + timedelta(days=days)).cast("timestamp")
+            + F.make_dt_interval(
+                F.lit(0), F.lit(0), F.lit(0), (F.col("id") % 86400).cast("decimal(18,6)")
+            )
+        ).alias("event_time"),
+    )
+
+
+def interleaved_medians(actions: dict[str, Action], runs: int) -> dict[str, float]:
+    """Median wall time of each `action(i)` for i in 1..runs, the actions taking turns.
+
+    Each action is warmed up once with i = 0, then every round runs each action once. Taking
+    turns puts both sides of a ratio in the same minutes, so a slow spell of a shared machine
+    lands on both instead of on whichever side was measured during it.
+    """
+    for action in actions.values():
+        action(0)
+    times: dict[str, list[float]] = {name: [] for name in actions}
+    for i in range(1, runs + 1):
+        for name, action in actions.items():
+            started = time.perf_counter()
+            action(i)
+            times[name].append(time.perf_counter() - started)
+    return {name: statistics.median(spent) for name, spent in times.items()}
+
+
+def delta_append(
+    frame: DataFrame,
+    table: str,
+    app_id: str,
+    batch_id: int,
+    *,
+    idempotent: bool = False,
+) -> None:
+    """Blind-append `frame` with the lineage columns; with Delta's txnAppId/txnVersion if asked."""
+    writer = (
+        with_lineage(frame, app_id, batch_id, datetime.now(UTC))
+        .write.format("delta")
+        .mode("append")
+    )
+    if idempotent:
+        writer = writer.option("txnAppId", app_id).option("txnVersion", batch_id)
+    writer.saveAsTable(table)
+
+
+def grow_log(spark: SparkSession, table: TableSpec, commits: int) -> None:
+    """Commit bare markers (app id `log`) until the table's log is at version `commits`.
+
+    Only the log's length matters here (its files, and the checkpoints Delta writes every ten
+    commits), not what each commit holds: a marker-only commit writes no data file and starts no
+    Spark job except at a checkpoint, so 1,000 of them take about a minute instead of ten.
+    """
+    for n in range(table_version(spark, table.name), commits):
+        meta = admin_metadata("log", n, "reset", {"kind": "bench", "commit": n})
+        commit_markers(spark, table.name, {"log": n}, meta)
+
+
+def committer(
+    spark: SparkSession, table: TableSpec, rows: int, first: int = 0, days: float = 0.0
+) -> Action:
+    """Commit batch `i` exactly once as app id `b`: `rows` events with ids from `first + i*rows`."""
+
+    def commit(i: int) -> object:
+        return commit_batch(spark, table, "b", i, batch(spark, first + i * rows, rows, days))
+
+    return commit
+
+
+def appender(spark: SparkSession, table: TableSpec, rows: int, *, idempotent: bool) -> Action:
+    """Append batch `i` to `table`: blind (app id `a`), or Delta's idempotent append (app `t`)."""
+
+    def append(i: int) -> None:
+        app_id = "t" if idempotent else "a"
+        delta_append(batch(spark, i * rows, rows), table.name, app_id, i, idempotent=idempotent)
+
+    return append
+
+
+def fill(spark: SparkSession, spec: TableSpec, rows: int, chunk: int, days: int) -> None:
+    """Bring a table to `rows` rows in big appends, older rows earlier in `days` (app id `fill`)."""
+    current = spark.table(spec.name).count()
+    n = 0
+    while current < rows:
+        size = min(chunk, rows - current)
+        frame = batch(spark, 10_000_000 + current, size, days=current * days // rows)
+        delta_append(frame, spec.name, "fill", n)
+        current += size
+        n += 1
+
+
+def in_parallel(actions: list[Callable[[], object]], workers: int = 2) -> None:
+    """Run set-up actions (table fills) two at a time: they do not touch each other's tables."""
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(lambda action: action(), actions))
+
+
+def files_of(spark: SparkSession, table: TableSpec) -> tuple[int, int]:
+    """The table's version and file count: a skip must change neither."""
+    return table_version(spark, table.name), table_detail(spark, table.name).num_files

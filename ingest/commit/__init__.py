@@ -1,0 +1,152 @@
+"""The exactly-once batch commit: one idempotent MERGE per (table, app id, batch id).
+
+Protocol (docs/DESIGN.md walks through it and its failure modes):
+1. Read the app's SetTransaction marker from the log (no data is scanned).
+2. Decide (`ingest.decisions.decide_batch`): commit, skip a retry, or stop on a rewound stream.
+   A skipped batch is checked against the ledger's content hash; different content is an error.
+3. Materialise the batch once (persist) so every later step sees the same rows, even from a
+   non-deterministic source; classify rows; count them and hash their content in one job.
+4. Write rejected rows to the quarantine table (idempotent per batch through its own marker).
+5. MERGE the deduplicated valid rows, WHEN NOT MATCHED INSERT, with the ON clause pinned to
+   literal app id and batch id, in a clone of the session that alone carries txnAppId,
+   txnVersion and the commit's userMetadata. Rows, marker and ledger entry land in one commit.
+6. On any failure, re-read the marker before anything else: if the batch landed, the outcome is
+   known and reported; otherwise retry transient errors with backoff.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from ingest.commit.merge import TXN_APP_ID_CONF as TXN_APP_ID_CONF
+from ingest.commit.merge import TXN_VERSION_CONF as TXN_VERSION_CONF
+from ingest.commit.merge import error_kind_of as error_kind_of
+from ingest.commit.merge import merge_with_retries
+from ingest.commit.merge import run_merge as run_merge
+from ingest.commit.prepare import READER_COLUMNS as READER_COLUMNS
+from ingest.commit.prepare import BatchStats as BatchStats
+from ingest.commit.prepare import PreparedBatch as PreparedBatch
+from ingest.commit.prepare import assert_batch_schema as assert_batch_schema
+from ingest.commit.prepare import batch_stats as batch_stats
+from ingest.commit.prepare import files_source as files_source
+from ingest.commit.prepare import prepare_batch as prepare_batch
+from ingest.commit.prepare import time_window as time_window
+from ingest.commit.prepare import with_gate_reasons as with_gate_reasons
+from ingest.commit.prepare import with_lineage as with_lineage
+from ingest.commit.result import BatchResult as BatchResult
+from ingest.commit.result import BatchStatus as BatchStatus
+from ingest.commit.result import result_from_entry as result_from_entry
+from ingest.commit.skip import skip_committed
+from ingest.decisions import decide_batch, dedup_condition
+from quality.audit import CheckResult, checks_from_ledger, record
+from quality.expectations import should_stop, stop_message
+from quality.fates import landed_columns
+from quality.malformed import landable_rows, with_raw_record
+from quality.quarantine import REASON_COLUMN, ensure_quarantine_table, write_quarantine
+from tables.catalog import require_table
+from tables.errors import CheckpointLostError, ExpectationFailedError
+from tables.identifiers import validate_app_id
+from tables.log import CommitMetadata, committed_batch
+from tables.spec import TableSpec
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from quality.expectations import ExpectationGate, GateOutcome
+
+
+def commit_batch(
+    spark: SparkSession,
+    spec: TableSpec,
+    app_id: str,
+    batch_id: int,
+    batch: DataFrame,
+    *,
+    source: Mapping[str, Any] | None = None,
+    raw_format: str | None = None,
+    reader_options: Mapping[str, str] | None = None,
+    gate: ExpectationGate | None = None,
+    fail_on_rewind: bool = False,
+    max_attempts: int = 5,
+) -> BatchResult:
+    """Commit `batch` into `spec`'s table exactly once for (app id, batch id).
+
+    `batch` has the spec's data columns, optionally with the reader's corrupt-record and
+    source-file columns; `raw_format` and `reader_options` say how the corrupt text was read, so
+    that its quarantine reason can name the fault. `source` describes where the batch came from
+    (merged into the ledger entry). `gate` validates the batch against the table's expectation
+    suite. With `fail_on_rewind`, a batch id below the log's marker raises CheckpointLostError
+    instead of being skipped: a stream uses this to detect a lost or rewound checkpoint.
+    """
+    validate_app_id(app_id)
+    if isinstance(batch_id, bool) or not isinstance(batch_id, int) or batch_id < 0:
+        raise ValueError(f"batch_id must be a non-negative int, got {batch_id!r}")
+    if max_attempts < 1:
+        raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
+    require_table(spark, spec.name)
+    schema = spec.data_schema(spark)
+    assert_batch_schema(batch.schema, schema, spec.name)
+
+    committed = committed_batch(spark, spec.name, app_id)
+    action = decide_batch(batch_id, committed, fail_on_rewind=fail_on_rewind)
+    if action == "rewound":
+        raise CheckpointLostError(rewound_message(spec.name, app_id, batch_id, committed))
+    if action == "skip":
+        return skip_committed(spark, spec, app_id, batch_id, batch, schema, committed)
+
+    prepared = prepare_batch(spark, spec, schema, batch, raw_format, reader_options, gate)
+    try:
+        stats = prepared.stats
+        if stats.rows == 0:
+            return BatchResult(spec.name, app_id, batch_id, "empty", note="empty batch, no commit")
+        if prepared.gate is not None and should_stop(prepared.gate):
+            record(spark, _gate_results(spec, app_id, batch_id, prepared.gate), txn=None)
+            raise ExpectationFailedError(stop_message(prepared.gate, spec.name, app_id, batch_id))
+        ingested_at = datetime.now(UTC)
+        meta = CommitMetadata(
+            app_id=app_id,
+            batch_id=batch_id,
+            source={**files_source(stats.files), **(source or {})},
+            rows_read=stats.rows,
+            rows_quarantined=stats.rows_rejected,
+            content_hash=stats.content_hash,
+            commit_token=uuid.uuid4().hex,
+            checks=tuple(prepared.gate.records()) if prepared.gate is not None else (),
+        )
+        rows = prepared.rows
+        if stats.rows_rejected:
+            ensure_quarantine_table(spark, spec)
+            rejected = rows.filter(F.col(REASON_COLUMN).isNotNull())
+            write_quarantine(with_raw_record(rejected, schema), spec, app_id, batch_id, ingested_at)
+        merge_source = with_lineage(
+            rows.filter(landable_rows()).select(*landed_columns(schema, rows)),
+            app_id,
+            batch_id,
+            ingested_at,
+        )
+        window = time_window(spec, schema, stats)
+        condition = dedup_condition(spec.dedup, spec.keys, app_id, batch_id, window)
+        return merge_with_retries(spark, spec, meta, merge_source, condition, max_attempts)
+    finally:
+        prepared.classified.unpersist()
+
+
+def _gate_results(
+    spec: TableSpec, app_id: str, batch_id: int, outcome: GateOutcome
+) -> list[CheckResult]:
+    return checks_from_ledger(spec.name, app_id, batch_id, None, tuple(outcome.records()))
+
+
+def rewound_message(table: str, app_id: str, batch_id: int, committed: int | None) -> str:
+    """The one-line explanation for a stream that restarted below the log's marker."""
+    return (
+        f"app id {app_id!r}: the stream is at batch {batch_id} but table {table} already holds "
+        f"batch {committed} for it, so its checkpoint was lost or rewound; start the pipeline "
+        f"with a new app id (rows already landed are kept), or move the app's marker explicitly"
+    )

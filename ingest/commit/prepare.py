@@ -1,0 +1,231 @@
+"""Preparing a batch for its commit: classify and persist it once, validate, count and hash it."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from pyspark import StorageLevel
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from ingest.decisions import TimeWindow
+from quality.expectations import quarantine_reasons
+from quality.fates import assert_nothing_rescued, one_row_per_undecodable_file
+from quality.malformed import (
+    COPY_COLUMN,
+    CORRUPT_COLUMN,
+    ROW_HASH_COLUMN,
+    SOURCE_FILE_COLUMN,
+    classify,
+    landable_rows,
+)
+from quality.quarantine import REASON_COLUMN
+from quality.records import (
+    FAULT_COLUMN,
+    RECORD_COLUMN,
+    RESCUE_INPUT_COLUMN,
+    UNDECODABLE_PREFIX,
+    with_rescued,
+)
+from tables.catalog import schema_differences
+from tables.errors import SchemaMismatchError
+from tables.spec import (
+    APP_ID_COLUMN,
+    BATCH_ID_COLUMN,
+    INGESTED_AT_COLUMN,
+    RESCUED_COLUMN,
+    TableSpec,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from quality.expectations import ExpectationGate, GateOutcome
+READER_COLUMNS = (
+    CORRUPT_COLUMN,
+    SOURCE_FILE_COLUMN,
+    RECORD_COLUMN,
+    FAULT_COLUMN,
+    RESCUED_COLUMN,
+    RESCUE_INPUT_COLUMN,
+)
+
+
+@dataclass(frozen=True)
+class BatchStats:
+    """The figures of one batch gathered in a single aggregation job."""
+
+    rows: int
+    rows_rejected: int
+    content_hash: str
+    files: tuple[str, ...]
+    rows_copies: int = 0
+    newest_time: str | None = None
+    undecodable_files: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PreparedBatch:
+    """A batch classified once (persisted), validated, with its figures: ready to write."""
+
+    classified: DataFrame
+    rows: DataFrame
+    stats: BatchStats
+    gate: GateOutcome | None
+
+
+def prepare_batch(
+    spark: SparkSession,
+    spec: TableSpec,
+    schema: StructType,
+    batch: DataFrame,
+    raw_format: str | None = None,
+    reader_options: Mapping[str, str] | None = None,
+    gate: ExpectationGate | None = None,
+) -> PreparedBatch:
+    """Classify and persist a batch, run its expectations, and count it: the same on every replay.
+
+    The classified rows are persisted so every later step (validation, counts, quarantine, MERGE)
+    sees the same rows, even from a non-deterministic source. The caller unpersists `classified`.
+    """
+    rows, read = with_rescued(batch, schema)
+    try:
+        classified = classify(
+            rows, schema, spec.keys, raw_format, reader_options, spec.unknown_fields
+        ).persist(StorageLevel.MEMORY_AND_DISK)
+        stats = batch_stats(classified, schema, spec.dedup_column)
+    finally:
+        if read is not None:
+            read.unpersist()
+    try:
+        if stats.undecodable_files:
+            collapsed = one_row_per_undecodable_file(classified, stats.undecodable_files)
+            collapsed = collapsed.persist(StorageLevel.MEMORY_AND_DISK)
+            classified.unpersist()
+            classified = collapsed
+            stats = batch_stats(classified, schema, spec.dedup_column)
+        if spec.unknown_fields == "fail":
+            assert_nothing_rescued(classified, spec)
+        if gate is None or stats.rows == stats.rows_rejected:
+            return PreparedBatch(classified, classified, stats, None)
+        landable = classified.filter(landable_rows()).select(*schema.fieldNames(), ROW_HASH_COLUMN)
+        outcome = gate.validate(landable)
+        reasons = quarantine_reasons(outcome)
+        rows = with_gate_reasons(spark, classified, reasons)
+        stats = replace(stats, rows_rejected=stats.rows_rejected + len(reasons))
+        return PreparedBatch(classified, rows, stats, outcome)
+    except BaseException:
+        classified.unpersist()
+        raise
+
+
+def with_gate_reasons(
+    spark: SparkSession, classified: DataFrame, reasons: Mapping[int, str]
+) -> DataFrame:
+    """Give landable rows a `quarantine` expectation rejected (by row hash) their reason."""
+    if not reasons:
+        return classified
+    rejected = spark.createDataFrame(
+        list(reasons.items()), f"{ROW_HASH_COLUMN} BIGINT, _lh_gate_reason STRING"
+    )
+    joined = classified.join(F.broadcast(rejected), on=ROW_HASH_COLUMN, how="left")
+    reason = (
+        F.when(landable_rows(), F.col("_lh_gate_reason"))
+        .otherwise(F.col(REASON_COLUMN))
+        .alias(REASON_COLUMN)
+    )
+    return joined.select(*[reason if c == REASON_COLUMN else F.col(c) for c in classified.columns])
+
+
+def assert_batch_schema(actual: StructType, expected: StructType, table: str) -> None:
+    """Raise SchemaMismatchError unless the batch has exactly the spec's columns and types."""
+    data = [f for f in actual.fields if f.name not in READER_COLUMNS]
+    problems = schema_differences(expected, StructType(data))
+    known = {f.name.lower() for f in expected.fields}
+    problems.extend(f"unexpected column {f.name}" for f in data if f.name.lower() not in known)
+    if problems:
+        raise SchemaMismatchError(
+            f"batch for {table} does not match its schema: {'; '.join(problems)}"
+        )
+
+
+def batch_stats(
+    classified: DataFrame, schema: StructType, time_column: str | None = None
+) -> BatchStats:
+    """Count rows and rejected rows, hash the content, list source files, in one job.
+
+    The hash is order-independent (a sum of per-row xxhash64 values with the row count), so the
+    same rows give the same hash whatever the partitioning of a re-read. With `time_column`, the
+    valid rows' newest value of that column comes along, as text in the session time zone.
+    """
+    aggregates = [
+        F.count(F.lit(1)).alias("rows"),
+        F.sum(F.col(ROW_HASH_COLUMN).cast("decimal(38,0)")).alias("hash_sum"),
+        F.sum(F.when(F.col(REASON_COLUMN).isNotNull(), 1).otherwise(0)).alias("rejected"),
+    ]
+    if COPY_COLUMN in classified.columns:
+        aggregates.append(F.sum(F.col(COPY_COLUMN).cast("int")).alias("copies"))
+    if SOURCE_FILE_COLUMN in classified.columns:
+        aggregates.append(F.collect_set(SOURCE_FILE_COLUMN).alias("files"))
+    if FAULT_COLUMN in classified.columns and SOURCE_FILE_COLUMN in classified.columns:
+        # Rows of an undecodable file not yet collapsed to one row still carry their text.
+        undecodable = (
+            F.col(FAULT_COLUMN).startswith(UNDECODABLE_PREFIX) & F.col(CORRUPT_COLUMN).isNotNull()
+        )
+        aggregates.append(
+            F.collect_set(F.when(undecodable, F.col(SOURCE_FILE_COLUMN))).alias("undecodable")
+        )
+    if time_column is not None:
+        pattern = "yyyy-MM-dd" if _is_date(schema, time_column) else "yyyy-MM-dd HH:mm:ss.SSSSSS"
+        valid_time = F.when(F.col(REASON_COLUMN).isNull(), F.col(time_column))
+        aggregates.append(F.date_format(F.max(valid_time), pattern).alias("newest"))
+    row = classified.agg(*aggregates).collect()[0].asDict()
+    rows = int(row["rows"])
+    digest = hashlib.sha256(f"{rows}:{row['hash_sum']}".encode()).hexdigest()[:32]
+    return BatchStats(
+        rows=rows,
+        rows_rejected=int(row["rejected"] or 0),
+        rows_copies=int(row.get("copies") or 0),
+        content_hash=digest,
+        files=tuple(sorted(row.get("files") or ())),
+        newest_time=row.get("newest"),
+        undecodable_files=tuple(sorted(row.get("undecodable") or ())),
+    )
+
+
+def time_window(spec: TableSpec, schema: StructType, stats: BatchStats) -> TimeWindow | None:
+    """The MERGE window of a `window`-scoped spec, ending at the batch's newest time, if any."""
+    if spec.dedup != "window" or stats.newest_time is None:
+        return None
+    if spec.dedup_column is None or spec.dedup_window is None:
+        return None
+    return TimeWindow(
+        column=spec.dedup_column,
+        is_date=_is_date(schema, spec.dedup_column),
+        newest=stats.newest_time,
+        seconds=int(spec.dedup_window.total_seconds()),
+    )
+
+
+def _is_date(schema: StructType, column: str) -> bool:
+    return schema[column].dataType.typeName() == "date"
+
+
+def files_source(files: tuple[str, ...]) -> dict[str, Any]:
+    """The ledger's source record for a batch read from files (empty when not from files)."""
+    return {"kind": "files", "files": list(files)} if files else {}
+
+
+def with_lineage(rows: DataFrame, app_id: str, batch_id: int, ingested_at: datetime) -> DataFrame:
+    """Prefix the lineage columns: app id, batch id and the batch's ingestion time."""
+    return rows.select(
+        F.lit(app_id).alias(APP_ID_COLUMN),
+        F.lit(batch_id).cast("bigint").alias(BATCH_ID_COLUMN),
+        F.lit(ingested_at).cast("timestamp").alias(INGESTED_AT_COLUMN),
+        *rows.columns,
+    )

@@ -1,0 +1,53 @@
+"""What happened to one batch: the report the runner and the CLI print, built from the log."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from tables.log import LedgerEntry
+
+BatchStatus = Literal["committed", "skipped", "empty"]
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """What happened to one batch, as reported to the stream runner and the CLI."""
+
+    table: str
+    app_id: str
+    batch_id: int
+    status: BatchStatus
+    rows_read: int = 0
+    rows_inserted: int = 0
+    rows_already_present: int = 0
+    rows_duplicate_in_batch: int = 0
+    rows_quarantined: int = 0
+    version: int | None = None
+    content_hash: str = ""
+    attempts: int = 0
+    note: str = ""
+    checks: tuple[Mapping[str, Any], ...] = ()
+
+
+def result_from_entry(
+    entry: LedgerEntry, table: str, *, status: BatchStatus, attempts: int, note: str
+) -> BatchResult:
+    """Build the batch report from the ledger entry the log holds for it."""
+    return BatchResult(
+        table=table,
+        app_id=entry.meta.app_id,
+        batch_id=entry.meta.batch_id,
+        status=status,
+        rows_read=entry.meta.rows_read,
+        rows_inserted=entry.rows_inserted if status == "committed" else 0,
+        rows_already_present=entry.rows_already_present if status == "committed" else 0,
+        rows_duplicate_in_batch=entry.rows_duplicate_in_batch if status == "committed" else 0,
+        rows_quarantined=entry.meta.rows_quarantined if status == "committed" else 0,
+        version=entry.version,
+        content_hash=entry.meta.content_hash,
+        attempts=attempts,
+        note=note,
+        checks=entry.meta.checks,
+    )

@@ -1,0 +1,74 @@
+"""Skipping a batch the log already holds, after checking that its content did not change."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyspark import StorageLevel
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from ingest.decisions import is_content_conflict
+from quality.fates import one_row_per_undecodable_file
+from quality.malformed import COPY_COLUMN, classify_rows
+from quality.records import with_rescued
+from tables.errors import BatchContentMismatchError
+from tables.log import find_ledger_entry
+from tables.spec import TableSpec
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+from ingest.commit.prepare import batch_stats
+from ingest.commit.result import BatchResult
+
+
+def skip_committed(
+    spark: SparkSession,
+    spec: TableSpec,
+    app_id: str,
+    batch_id: int,
+    batch: DataFrame,
+    schema: StructType,
+    committed: int | None,
+) -> BatchResult:
+    entry = find_ledger_entry(spark, spec.name, app_id, batch_id)
+    note = f"already committed (log marker for {app_id} is {committed})"
+    if entry is None:
+        return BatchResult(
+            spec.name,
+            app_id,
+            batch_id,
+            "skipped",
+            note=f"{note}; ledger entry no longer in history, content not verified",
+        )
+    rows, read = with_rescued(batch, schema)
+    classified = classify_rows(rows, schema, spec.keys).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        incoming = batch_stats(classified, schema)
+        if read is not None:
+            read.unpersist()
+        if incoming.undecodable_files:
+            collapsed = one_row_per_undecodable_file(
+                classified.withColumn(COPY_COLUMN, F.lit(False)), incoming.undecodable_files
+            )
+            incoming = batch_stats(collapsed, schema)
+    finally:
+        classified.unpersist()
+    if is_content_conflict(incoming.content_hash, entry.meta.content_hash):
+        raise BatchContentMismatchError(
+            f"batch {batch_id} of app id {app_id!r} is already committed in {spec.name} "
+            f"(version {entry.version}) with content hash {entry.meta.content_hash}, but arrived "
+            f"again with hash {incoming.content_hash}: the source changed under a committed batch"
+        )
+    return BatchResult(
+        spec.name,
+        app_id,
+        batch_id,
+        "skipped",
+        rows_read=incoming.rows,
+        version=entry.version,
+        content_hash=incoming.content_hash,
+        note=note,
+    )
