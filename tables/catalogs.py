@@ -69,14 +69,11 @@ class CatalogSpec:
                 "spark.sql.catalogImplementation": "hive",
                 "spark.hadoop.javax.jdo.option.ConnectionURL": str(self.url),
                 "spark.hadoop.javax.jdo.option.ConnectionDriverName": _DRIVERS[self.database_kind],
-                # The metastore creates its schema on first use, and does not insist on a
-                # version stamp that only Hive's schematool writes.
+                # The first session creates the whole schema before its Hive client starts
+                # (`tables.metastore`); the metastore does not insist on a version stamp that
+                # only Hive's schematool writes.
                 "spark.hadoop.datanucleus.schema.autoCreateAll": "true",
                 "spark.hadoop.hive.metastore.schema.verification": "false",
-                # Tables are created as first needed, inside the metastore's open transaction; a
-                # foreign key added on another connection then waits for that transaction's locks
-                # forever (PostgreSQL). The metastore works without the constraints.
-                "spark.hadoop.datanucleus.schema.autoCreateConstraints": "false",
             }
         )
         if self.user:

@@ -23,6 +23,7 @@ from pyspark.sql import SparkSession
 
 from tables.catalogs import CatalogSpec
 from tables.errors import SessionError, first_line
+from tables.metastore import schema_ready
 from tables.readonly import GUARD_EXTENSION, HOME_CONF, guard_jar
 
 DEFAULT_HOME = Path(".lakehouse")
@@ -268,11 +269,15 @@ def _output_to(log_path: Path) -> Iterator[None]:
 
 
 def _checked(spark: SparkSession, catalog: CatalogSpec) -> SparkSession:
-    """Open a metastore catalog now, so an unreachable metastore fails here in one line."""
+    """Open a metastore catalog now (its schema made whole first), failing here in one line."""
     if catalog.kind == "warehouse":
         return spark
     try:
-        spark.sql("SHOW DATABASES").collect()
+        with schema_ready(spark):
+            spark.sql("SHOW DATABASES").collect()
+    except SessionError:
+        spark.stop()
+        raise
     except Exception as exc:
         spark.stop()
         raise SessionError(

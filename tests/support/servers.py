@@ -58,25 +58,38 @@ def _stop(process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
         process.wait()
 
 
-def postgres_binary(name: str) -> str:
-    """A PostgreSQL server program: Debian keeps them under /usr/lib/postgresql/N/bin."""
-    found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}")) or [shutil.which(name) or ""]
-    if not found[-1]:
-        raise RuntimeError(f"{name} not found: install Debian's postgresql package")
-    return found[-1]
+def postgres_binary(name: str) -> str | None:
+    """A PostgreSQL program, or None: Debian keeps the server's under /usr/lib/postgresql/N/bin."""
+    found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
+    return found[-1] if found else shutil.which(name)
+
+
+def postgres_missing() -> str | None:
+    """Why a throwaway PostgreSQL cluster cannot be started here, or None when it can."""
+    missing = [name for name in ("initdb", "pg_ctl", "psql") if postgres_binary(name) is None]
+    if missing:
+        return f"{', '.join(missing)} not found: install Debian's postgresql package"
+    if os.geteuid() == 0 and shutil.which("runuser") is None:
+        return "running as root without runuser: PostgreSQL refuses to run as root"
+    return None
 
 
 class PostgresCluster:
     """A throwaway PostgreSQL cluster (initdb into a temp directory) on 127.0.0.1.
 
-    As root the server runs as the `postgres` user, which cannot enter pytest's private temp
-    directories: the cluster then lives in a directory of its own under the system temp dir,
-    removed when it stops.
+    The bootstrap superuser is `postgres`; `user` is an ordinary role with a password that owns
+    `database`, as a metastore's database user is. As root the server runs as the `postgres`
+    user (PostgreSQL refuses root), which cannot enter pytest's private temp directories: the
+    cluster then lives in a directory of its own under the system temp dir, removed when it
+    stops. The server logs every DDL statement to `log`.
     """
+
+    SUPERUSER = "postgres"
 
     def __init__(self, database: str = "metastore", user: str = "lakehouse") -> None:
         self.root = Path(tempfile.mkdtemp(prefix="lakehouse-pg-"))
         self.data = self.root / "data"
+        self.log = self.root / "server.log"
         self.port = free_port()
         self.database = database
         self.user = user
@@ -88,81 +101,78 @@ class PostgresCluster:
         return f"jdbc:postgresql://{LOOPBACK}:{self.port}/{self.database}"
 
     def _as_owner(self, *command: str) -> list[str]:
-        # initdb and postgres refuse to run as root: run them as the postgres user then.
         if os.geteuid() == 0:
             return ["runuser", "-u", "postgres", "--", *command]
         return list(command)
 
+    def _run(self, *command: str) -> None:
+        done = subprocess.run(self._as_owner(*command), capture_output=True, text=True)
+        if done.returncode != 0:
+            tail = self.log.read_text(errors="replace")[-2000:] if self.log.exists() else ""
+            raise RuntimeError(f"{command[0]} failed: {done.stderr.strip()}\n{tail}")
+
+    def psql(self, sql: str, database: str | None = None, user: str | None = None) -> str:
+        """Run SQL through psql (unaligned, tuples only) and return its output."""
+        done = subprocess.run(
+            [
+                str(postgres_binary("psql")),
+                *("-h", LOOPBACK, "-p", str(self.port), "-U", user or self.user),
+                *("-d", database or self.database, "-v", "ON_ERROR_STOP=1", "-At", "-c", sql),
+            ],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PGPASSWORD": self.password},
+            timeout=60,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"psql {sql!r}: {done.stderr.strip()}")
+        return done.stdout
+
     def __enter__(self) -> PostgresCluster:
-        self.root.mkdir(parents=True, exist_ok=True)
         if os.geteuid() == 0:
             shutil.chown(self.root, "postgres")
         password_file = self.root / "password"
         password_file.write_text(self.password + "\n")
         if os.geteuid() == 0:
             shutil.chown(password_file, "postgres")
-        subprocess.run(
-            self._as_owner(
-                postgres_binary("initdb"),
-                "-D",
-                str(self.data),
-                "-U",
-                self.user,
-                "--auth=scram-sha-256",
+        try:
+            self._run(
+                str(postgres_binary("initdb")),
+                *("-D", str(self.data), "-U", self.SUPERUSER, "--auth=scram-sha-256"),
                 f"--pwfile={password_file}",
-            ),
-            check=True,
-            capture_output=True,
-        )
-        log = self.root / "server.log"
-        options = f"-h {LOOPBACK} -p {self.port} -k {self.root}"
-        subprocess.run(
-            self._as_owner(
-                postgres_binary("pg_ctl"),
-                "-D",
-                str(self.data),
-                "-l",
-                str(log),
-                "-o",
-                options,
-                "-w",
-                "start",
-            ),
-            check=True,
-            capture_output=True,
-        )
-        wait_for_port(self.port, 60, "PostgreSQL", log)
-        env = {**os.environ, "PGPASSWORD": self.password}
-        subprocess.run(
-            [
-                "psql",
-                "-h",
-                LOOPBACK,
-                "-p",
-                str(self.port),
-                "-U",
-                self.user,
-                "-d",
+            )
+            options = f"-h {LOOPBACK} -p {self.port} -k {self.root} -c log_statement=ddl"
+            self._run(
+                str(postgres_binary("pg_ctl")),
+                *("-D", str(self.data), "-l", str(self.log), "-o", options, "-w", "start"),
+            )
+            wait_for_port(self.port, 60, "PostgreSQL", self.log)
+            self.psql(
+                f"CREATE ROLE {self.user} LOGIN PASSWORD '{self.password}'",
                 "postgres",
-                "-c",
-                f"CREATE DATABASE {self.database}",
-            ],
-            check=True,
-            capture_output=True,
-            env=env,
-        )
+                self.SUPERUSER,
+            )
+            self.psql(
+                f"CREATE DATABASE {self.database} OWNER {self.user}", "postgres", self.SUPERUSER
+            )
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
         return self
 
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        subprocess.run(
-            self._as_owner(
-                postgres_binary("pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop"
-            ),
-            check=False,
-            capture_output=True,
-        )
+        if (self.data / "postmaster.pid").exists():
+            subprocess.run(
+                self._as_owner(
+                    str(postgres_binary("pg_ctl")),
+                    *("-D", str(self.data), "-m", "immediate", "-w", "stop"),
+                ),
+                check=False,
+                capture_output=True,
+            )
+        shutil.rmtree(self.root, ignore_errors=True)
 
 
 class SparkStandalone:
