@@ -109,7 +109,8 @@ def audit_after_commit(
     if result.status == "skipped" and _is_audit_recorded(spark, audit_marker, result.batch_id):
         return []
     fault_point("before_audit", result.batch_id)
-    audit = audit_commit(spark, spec, result.app_id, result.batch_id, result.version)
+    bounds = {key: (low, high) for key, low, high in result.key_bounds} or None
+    audit = audit_commit(spark, spec, result.app_id, result.batch_id, result.version, bounds)
     results = [
         audit,
         *checks_from_ledger(

@@ -4,12 +4,15 @@ After a batch commits, its record keys are checked in the table: a key that appe
 means a resend the MERGE did not match (a `batch` dedup scope, a resend older than the `window`,
 or a writer outside this project). The check is scoped so that its cost follows the batch, not
 the table:
-1. the commit's own rows are found through the lineage columns (literal app id and batch id, so
-   Delta skips every file of other batches), and give the batch's keys and their min/max;
-2. the table is read only where each key column lies within the batch's min/max, which Delta's
-   data skipping turns into a handful of files when keys are clustered (sequential or time-ordered
-   ids, or a table Z-ordered by key), and joined with the batch's keys.
-The number of files both reads opened is recorded with the result.
+1. the batch's key bounds: each key column's min and max over the batch's valid rows, which the
+   committer computes with its counts (no extra read); a batch audited later (after a restart)
+   finds them by reading the commit's rows through the lineage columns (literal app id and batch
+   id, so Delta skips every file of other batches);
+2. the table is read only where each key column lies within those bounds, which Delta's data
+   skipping turns into a handful of files when keys are clustered (sequential or time-ordered
+   ids, or a table Z-ordered by key), and grouped by key once: a key is the batch's if one of
+   its rows carries the batch's lineage, and it fails if it has more than one row.
+The number of files the reads opened is recorded with the result.
 
 What happens on a finding is the table's audit policy: `warn` records it; `fail` records it and
 holds the table (further runs stop until an operator repairs it or a full check passes); `repair`
@@ -160,11 +163,24 @@ def within_ranges(ranges: Mapping[str, tuple[Any, Any]]) -> Column:
 
 
 def audit_commit(
-    spark: SparkSession, spec: TableSpec, app_id: str, batch_id: int, version: int | None
+    spark: SparkSession,
+    spec: TableSpec,
+    app_id: str,
+    batch_id: int,
+    version: int | None,
+    bounds: Mapping[str, tuple[Any, Any]] | None = None,
 ) -> CheckResult:
-    """Check that no record key of one committed batch appears twice in the table."""
-    batch = commit_rows(spark, spec, app_id, batch_id)
-    ranges, bounds_files = key_ranges(batch, spec.keys)
+    """Check that no record key of one committed batch appears twice in the table.
+
+    `bounds` are each key column's min and max over the rows the commit inserted, or over a
+    superset of them (the committer knows them from its batch); without them the commit's rows
+    are read once to find them. Wider bounds only widen the read: a key is the batch's only if
+    one of its rows carries the batch's lineage.
+    """
+    if bounds is not None and set(bounds) == set(spec.keys):
+        ranges, bounds_files = dict(bounds), 0
+    else:
+        ranges, bounds_files = key_ranges(commit_rows(spark, spec, app_id, batch_id), spec.keys)
     if any(low is None for low, _ in ranges.values()):
         result = CheckResult("", DUPLICATE_KEYS_CHECK, "passed", 0, 0, (), files_read=0)
     else:

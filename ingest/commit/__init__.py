@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -132,7 +133,10 @@ def commit_batch(
         )
         window = time_window(spec, schema, stats)
         condition = dedup_condition(spec.dedup, spec.keys, app_id, batch_id, window)
-        return merge_with_retries(spark, spec, meta, merge_source, condition, max_attempts)
+        result = merge_with_retries(spark, spec, meta, merge_source, condition, max_attempts)
+        if result.status != "committed":
+            return result
+        return replace(result, key_bounds=stats.key_bounds)
     finally:
         prepared.classified.unpersist()
 

@@ -67,6 +67,7 @@ class BatchStats:
     rows_copies: int = 0
     newest_time: str | None = None
     undecodable_files: tuple[str, ...] = ()
+    key_bounds: tuple[tuple[str, Any, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,7 @@ def prepare_batch(
         classified = classify(
             rows, schema, spec.keys, raw_format, reader_options, spec.unknown_fields
         ).persist(StorageLevel.MEMORY_AND_DISK)
-        stats = batch_stats(classified, schema, spec.dedup_column)
+        stats = batch_stats(classified, schema, spec.dedup_column, spec.keys)
     finally:
         if read is not None:
             read.unpersist()
@@ -108,7 +109,7 @@ def prepare_batch(
             collapsed = collapsed.persist(StorageLevel.MEMORY_AND_DISK)
             classified.unpersist()
             classified = collapsed
-            stats = batch_stats(classified, schema, spec.dedup_column)
+            stats = batch_stats(classified, schema, spec.dedup_column, spec.keys)
         if spec.unknown_fields == "fail":
             assert_nothing_rescued(classified, spec)
         if gate is None or stats.rows == stats.rows_rejected:
@@ -155,13 +156,18 @@ def assert_batch_schema(actual: StructType, expected: StructType, table: str) ->
 
 
 def batch_stats(
-    classified: DataFrame, schema: StructType, time_column: str | None = None
+    classified: DataFrame,
+    schema: StructType,
+    time_column: str | None = None,
+    keys: tuple[str, ...] = (),
 ) -> BatchStats:
     """Count rows and rejected rows, hash the content, list source files, in one job.
 
     The hash is order-independent (a sum of per-row xxhash64 values with the row count), so the
     same rows give the same hash whatever the partitioning of a re-read. With `time_column`, the
-    valid rows' newest value of that column comes along, as text in the session time zone.
+    valid rows' newest value of that column comes along, as text in the session time zone. With
+    `keys`, each key column's min and max over the valid rows come along: the post-commit audit
+    reads the table within them instead of reading the commit's rows again to find them.
     """
     aggregates = [
         F.count(F.lit(1)).alias("rows"),
@@ -184,6 +190,10 @@ def batch_stats(
         pattern = "yyyy-MM-dd" if _is_date(schema, time_column) else "yyyy-MM-dd HH:mm:ss.SSSSSS"
         valid_time = F.when(F.col(REASON_COLUMN).isNull(), F.col(time_column))
         aggregates.append(F.date_format(F.max(valid_time), pattern).alias("newest"))
+    for i, key in enumerate(keys):
+        valid_key = F.when(F.col(REASON_COLUMN).isNull(), F.col(key))
+        aggregates.append(F.min(valid_key).alias(f"key_min_{i}"))
+        aggregates.append(F.max(valid_key).alias(f"key_max_{i}"))
     row = classified.agg(*aggregates).collect()[0].asDict()
     rows = int(row["rows"])
     digest = hashlib.sha256(f"{rows}:{row['hash_sum']}".encode()).hexdigest()[:32]
@@ -195,6 +205,7 @@ def batch_stats(
         files=tuple(sorted(row.get("files") or ())),
         newest_time=row.get("newest"),
         undecodable_files=tuple(sorted(row.get("undecodable") or ())),
+        key_bounds=tuple((k, row[f"key_min_{i}"], row[f"key_max_{i}"]) for i, k in enumerate(keys)),
     )
 
 

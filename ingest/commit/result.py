@@ -29,6 +29,8 @@ class BatchResult:
     attempts: int = 0
     note: str = ""
     checks: tuple[Mapping[str, Any], ...] = ()
+    key_bounds: tuple[tuple[str, Any, Any], ...] = ()
+    """Each key's (name, min, max) over the rows this process committed: the audit's scope."""
 
 
 def result_from_entry(

@@ -76,6 +76,47 @@ def test_a_key_landed_by_two_batches_fails_and_is_recorded_once(
     assert by_sql[0]["n"] == 1
 
 
+def test_a_commit_hands_the_audit_its_key_bounds(
+    spark: SparkSession, make_table: MakeTable
+) -> None:
+    """The bounds cover the valid rows only, and the audit given them agrees with one without."""
+    spec = make_table()
+    commit_batch(spark, spec, "app", 0, events(spark, ["b", "c"]))
+    rows = [("c", "u", 1.0), ("d", "u", 1.0), ("", "u", 1.0), ("zz", "u", None)]
+    batch = spark.createDataFrame(rows, "event_id string, user_id string, amount double")
+    result = commit_batch(spark, spec, "app", 1, batch)
+
+    assert result.status == "committed"
+    assert result.key_bounds == (("event_id", "c", "zz"),)
+    bounds = {key: (low, high) for key, low, high in result.key_bounds}
+    given = audit_commit(spark, spec, "app", 1, result.version, bounds)
+    found = audit_commit(spark, spec, "app", 1, result.version)
+
+    assert (given.status, given.checked_keys, given.failing_keys, given.sample_keys) == (
+        "failed",
+        3,
+        1,
+        ("c",),
+    )
+    assert (found.status, found.checked_keys, found.failing_keys, found.sample_keys) == (
+        given.status,
+        given.checked_keys,
+        given.failing_keys,
+        given.sample_keys,
+    )
+    assert given.files_read is not None and found.files_read is not None
+    assert given.files_read < found.files_read
+
+
+def test_a_skipped_batch_carries_no_bounds(spark: SparkSession, make_table: MakeTable) -> None:
+    spec = make_table()
+    commit_batch(spark, spec, "app", 0, events(spark, ["a"]))
+
+    again = commit_batch(spark, spec, "app", 0, events(spark, ["a"]))
+
+    assert (again.status, again.key_bounds) == ("skipped", ())
+
+
 def test_full_table_audit(spark: SparkSession, make_table: MakeTable) -> None:
     spec = make_table()
     commit_batch(spark, spec, "x", 0, events(spark, ["a", "b"]))
