@@ -104,7 +104,8 @@ def test_a_commit_hands_the_audit_its_key_bounds(
         given.failing_keys,
         given.sample_keys,
     )
-    assert given.files_read is not None and found.files_read is not None
+    assert given.files_read is not None
+    assert found.files_read is not None
     assert given.files_read < found.files_read
 
 
