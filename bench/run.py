@@ -35,7 +35,7 @@ from workloads import (
 )
 
 from ingest.commit import BatchResult, commit_batch
-from ingest.runner import audit_after_commit
+from ingest.outcomes import audit_after_commit
 from tables.catalog import ensure_table
 from tables.session import get_spark
 from tables.spec import TableSpec

@@ -7,14 +7,17 @@ decision. See docs/DESIGN.md for the protocol these encode.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from tables.errors import ErrorKind
 from tables.identifiers import quote_identifier, sql_string_literal
 from tables.spec import APP_ID_COLUMN, BATCH_ID_COLUMN, DedupScope
 
 BatchAction = Literal["commit", "skip", "rewound"]
+#: The key of a source record that holds its fingerprint (`ingest.sources`).
+FINGERPRINT_KEY = "fingerprint"
 
 TARGET_ALIAS = "t"
 SOURCE_ALIAS = "s"
@@ -49,6 +52,20 @@ def is_checkpoint_lost(checkpoint_has_offsets: bool, committed: int | None) -> b
 def is_content_conflict(incoming_hash: str, committed_hash: str | None) -> bool:
     """True when a batch id arrives again with content that differs from what was committed."""
     return bool(committed_hash) and incoming_hash != committed_hash
+
+
+def is_same_fingerprint(
+    incoming: Mapping[str, Any] | None, recorded: Mapping[str, Any] | None
+) -> bool:
+    """True if a re-run batch's source fingerprint equals the one its ledger entry recorded.
+
+    A fingerprint stands for the content (the files read with their sizes and modification times,
+    or Kafka offset ranges, which never change); equal ones settle a skip without reading the
+    batch. Anything else (no fingerprint on either side, or a different one, which may still be
+    the same content) is for the content hash to decide.
+    """
+    found = (incoming or {}).get(FINGERPRINT_KEY)
+    return isinstance(found, str) and bool(found) and found == (recorded or {}).get(FINGERPRINT_KEY)
 
 
 def should_retry(kind: ErrorKind, attempt: int, max_attempts: int) -> bool:
@@ -119,16 +136,12 @@ def window_bounds(window: TimeWindow) -> tuple[str, str]:
     return f"TIMESTAMP {newest} - INTERVAL {window.seconds} SECONDS", f"TIMESTAMP {newest}"
 
 
-def dedup_condition(
-    scope: DedupScope,
-    keys: tuple[str, ...],
-    app_id: str,
-    batch_id: int,
-    window: TimeWindow | None,
-) -> str:
-    """The MERGE ON clause for a table's dedup scope.
+def dedup_scope(
+    scope: DedupScope, app_id: str, batch_id: int, window: TimeWindow | None
+) -> str | None:
+    """The target-side part of the MERGE ON clause: which rows a key may match (None: any row).
 
-    - `batch`: the batch's own rows only (`merge_condition`): retries and replays are no-ops;
+    - `batch`: the batch's own rows only (`batch_scope`): retries and replays are no-ops;
     - `table`: any row with the same record key: a resend in a later batch lands once, at the
       cost of reading every file whose key statistics may hold the batch's keys;
     - `window`: rows whose dedup column lies within the window that ends at the batch's newest
@@ -136,12 +149,44 @@ def dedup_condition(
       falls back to `batch`.
     """
     if scope == "batch" or (scope == "window" and window is None):
-        return merge_condition(keys, app_id, batch_id)
+        return batch_scope(app_id, batch_id)
+    if scope == "table" or window is None:
+        return None
+    lower, upper = window_bounds(window)
+    column = f"{quote_identifier(TARGET_ALIAS)}.{quote_identifier(window.column)}"
+    return f"{column} >= {lower} AND {column} <= {upper}"
+
+
+def dedup_condition(
+    scope: DedupScope,
+    keys: tuple[str, ...],
+    app_id: str,
+    batch_id: int,
+    window: TimeWindow | None,
+) -> str:
+    """The MERGE ON clause for a table's dedup scope: its `dedup_scope`, then each key matched."""
     target = quote_identifier(TARGET_ALIAS)
     source = quote_identifier(SOURCE_ALIAS)
     matches = [f"{target}.{quote_identifier(k)} <=> {source}.{quote_identifier(k)}" for k in keys]
-    if scope == "table" or window is None:
-        return " AND ".join(matches)
-    lower, upper = window_bounds(window)
-    column = f"{target}.{quote_identifier(window.column)}"
-    return " AND ".join([f"{column} >= {lower}", f"{column} <= {upper}", *matches])
+    within = dedup_scope(scope, app_id, batch_id, window)
+    return " AND ".join([within, *matches] if within is not None else matches)
+
+
+def should_append(scope: DedupScope, batch_id: int, high_water: int | None) -> bool:
+    """True if the batch's MERGE cannot match a row, so a blind append with its marker is the same.
+
+    Under `batch` dedup the MERGE matches only rows of this app id and batch id. None exist when
+    the batch id is above every batch id the app has rows for (`high_water`, None: no rows), which
+    holds for every new batch unless a reset moved the marker back over batches still in the
+    table. Other scopes match rows of other batches, so they always MERGE.
+    """
+    return scope == "batch" and (high_water is None or batch_id > high_water)
+
+
+def is_audit_final(read_version: int | None, committed_version: int | None) -> bool:
+    """True if no other commit landed between the version an audit read and the batch's commit."""
+    return (
+        read_version is not None
+        and committed_version is not None
+        and committed_version == read_version + 1
+    )

@@ -19,31 +19,15 @@ from ingest.admin.apps import finish_reset, pending_reset
 from ingest.checkpoint import hold_checkpoint
 from ingest.commit import BatchResult, commit_batch
 from ingest.config.checks import assert_pipeline_ready
-from ingest.decisions import commit_landed, is_checkpoint_lost
+from ingest.decisions import is_checkpoint_lost
+from ingest.outcomes import assert_not_held, audit_after_commit, outcomes_of, recover_outcomes
 from ingest.sources.resume import read_batch_base, write_batch_base
 from ingest.stopping import StopRequest, StopRequested, stop_on_signals
 from ingest.triggers import parse_trigger
-from quality.audit import (
-    CheckResult,
-    audit_commit,
-    checks_from_ledger,
-    held_by,
-    record,
-    repair_duplicates,
-    should_hold,
-    should_repair,
-)
 from quality.expectations import ExpectationGate
-from quality.markers import Marker, batch_markers
 from quality.quarantine import ensure_quarantine_table
-from tables.catalog import ensure_table, table_exists
-from tables.errors import (
-    CheckpointLostError,
-    DuplicatesFoundError,
-    LakehouseError,
-    TerminalError,
-    error_summary,
-)
+from tables.catalog import ensure_table
+from tables.errors import CheckpointLostError, LakehouseError, TerminalError, error_summary
 from tables.faults import fault_point
 from tables.log import committed_batch
 from tables.session import hadoop_path
@@ -52,6 +36,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from ingest.config import PipelineSpec
+    from quality.results import CheckResult, ResultLog
     from tables.spec import TableSpec
 
 BatchCallback = Callable[[BatchResult], None]
@@ -90,65 +75,6 @@ class RunReport:
     def failed_audits(self) -> list[CheckResult]:
         """The post-commit checks of this run that found duplicate keys or failing rows."""
         return [a for a in self.audits if a.status == "failed"]
-
-
-def audit_after_commit(
-    spark: SparkSession, spec: TableSpec, result: BatchResult
-) -> list[CheckResult]:
-    """Audit a batch's record keys after its commit, apply the audit policy, record the outcomes.
-
-    The batch's expectation outcomes (carried in its ledger entry) are recorded in the same
-    append, once per batch. A batch skipped as already committed is audited only if its audit was
-    never recorded (the process stopped between the commit and the audit): the audit record's
-    own marker says so, read from the quality table's log without a Spark job. Under the `fail`
-    policy a finding raises DuplicatesFoundError after it is recorded.
-    """
-    if result.status == "empty":
-        return []
-    _, _, audit_marker = batch_markers(spec.name, result.app_id)
-    if result.status == "skipped" and _is_audit_recorded(spark, audit_marker, result.batch_id):
-        return []
-    fault_point("before_audit", result.batch_id)
-    bounds = {key: (low, high) for key, low, high in result.key_bounds} or None
-    audit = audit_commit(spark, spec, result.app_id, result.batch_id, result.version, bounds)
-    results = [
-        audit,
-        *checks_from_ledger(
-            spec.name, result.app_id, result.batch_id, result.version, result.checks
-        ),
-    ]
-    if should_repair(audit):
-        results.append(repair_duplicates(spark, spec, audit))
-    record(spark, results, txn=(audit_marker.txn_app_id, result.batch_id))
-    if should_hold(audit):
-        raise DuplicatesFoundError(held_message(spec.name, audit.as_row()))
-    return results
-
-
-def _is_audit_recorded(spark: SparkSession, marker: Marker, batch_id: int) -> bool:
-    """True if the quality table's marker shows the batch's audit outcome as recorded."""
-    if not table_exists(spark, marker.table):
-        return False
-    return commit_landed(committed_batch(spark, marker.table, marker.txn_app_id), batch_id)
-
-
-def held_message(table: str, finding: dict[str, Any]) -> str:
-    """The one-line error for a table held by a duplicate finding under the `fail` policy."""
-    samples = ", ".join(finding.get("sample_keys") or [])
-    return (
-        f"table {table} holds {finding['failing_keys']} record key(s) twice (e.g. {samples}), "
-        f"found by the audit of batch {finding['batch_id']} of app id {finding['app_id']!r}; its "
-        f"audit policy is fail, so ingestion is held: run `lakehouse check {table} --full "
-        "--repair` to delete the later copies, or fix the table and run `lakehouse check "
-        f"{table} --full`"
-    )
-
-
-def assert_not_held(spark: SparkSession, spec: TableSpec) -> None:
-    """Raise DuplicatesFoundError if the table's latest duplicate audit holds it."""
-    finding = held_by(spark, spec.name)
-    if finding is not None:
-        raise DuplicatesFoundError(held_message(spec.name, finding))
 
 
 def checkpoint_has_offsets(spark: SparkSession, checkpoint: str) -> bool:
@@ -202,25 +128,34 @@ def run_pipeline(
     if pending is not None:
         finish_reset(spark, pending)
         report.finished_reset = pending.describe()
+    outcomes = outcomes_of(spark, spec, pipeline.app_id)
     with hold_checkpoint(spark, pipeline.checkpoint) as removed, stop_on_signals() as stop:
         report.removed_temp_files = tuple(removed)
         starting_offsets = _prepare_checkpoint(spark, pipeline, spec, resume_from_log)
+        for recovered in recover_outcomes(spark, spec, pipeline.app_id, outcomes):
+            report.audits.append(recovered)
+            if on_audit is not None:
+                on_audit(recovered)
         assert_not_held(spark, spec)
         if stop.requested:
             report.stopped_by = stop.signum
             return report
-        _run_stream(
-            spark,
-            pipeline,
-            spec,
-            report,
-            stop,
-            trigger_args,
-            starting_offsets,
-            on_batch=on_batch,
-            on_audit=on_audit,
-            quality_dir=quality_dir,
-        )
+        try:
+            _run_stream(
+                spark,
+                pipeline,
+                spec,
+                report,
+                stop,
+                trigger_args,
+                starting_offsets,
+                outcomes,
+                on_batch=on_batch,
+                on_audit=on_audit,
+                quality_dir=quality_dir,
+            )
+        finally:
+            outcomes.flush()
     if report.results and report.stopped_by is None:
         fault_point("after_checkpoint", report.results[-1].batch_id)
     return report
@@ -247,6 +182,7 @@ def _run_stream(
     stop: StopRequest,
     trigger_args: Mapping[str, Any],
     starting_offsets: str | None,
+    outcomes: ResultLog,
     *,
     on_batch: BatchCallback | None,
     on_audit: Callable[[CheckResult], None] | None,
@@ -268,7 +204,7 @@ def _run_stream(
                 report.results.append(result)
                 if on_batch is not None:
                     on_batch(result)
-                audits = audit_after_commit(batch.sparkSession, spec, result)
+                audits = audit_after_commit(batch.sparkSession, spec, result, outcomes)
                 for audit in audits:
                     report.audits.append(audit)
                     if on_audit is not None:
@@ -289,6 +225,7 @@ def _run_stream(
     )
     try:
         while not query.awaitTermination(_WAIT_SECONDS):
+            outcomes.flush_if_due()
             if stop.requested:
                 stop.stop_between_batches(
                     query, lambda batch: _is_checkpointed(spark, pipeline.checkpoint, batch)

@@ -1,99 +1,46 @@
-"""The post-commit duplicate audit, its policies, and the quality results table.
+"""The duplicate audit of each committed batch, its policies, and the repair.
 
-After a batch commits, its record keys are checked in the table: a key that appears more than once
-means a resend the MERGE did not match (a `batch` dedup scope, a resend older than the `window`,
-or a writer outside this project). The check is scoped so that its cost follows the batch, not
-the table:
-1. the batch's key bounds: each key column's min and max over the batch's valid rows, which the
-   committer computes with its counts (no extra read); a batch audited later (after a restart)
-   finds them by reading the commit's rows through the lineage columns (literal app id and batch
-   id, so Delta skips every file of other batches);
+A key that appears more than once in the table means a resend the MERGE did not match (a `batch`
+dedup scope, a resend older than the `window`, or a writer outside this project). The audit
+answers, for every record key a batch lands, whether the table holds it twice, and its cost
+follows the batch, not the table:
+1. the batch's key bounds (each key column's min and max over its valid rows) come with its
+   counts, from the job that counts and hashes it;
 2. the table is read only where each key column lies within those bounds, which Delta's data
    skipping turns into a handful of files when keys are clustered (sequential or time-ordered
-   ids, or a table Z-ordered by key), and grouped by key once: a key is the batch's if one of
-   its rows carries the batch's lineage, and it fails if it has more than one row.
-The number of files the reads opened is recorded with the result.
+   ids, or a table Z-ordered by key); with no file in the bounds, nothing more is read.
 
-What happens on a finding is the table's audit policy: `warn` records it; `fail` records it and
-holds the table (further runs stop until an operator repairs it or a full check passes); `repair`
-deletes the later copies of each key in a follow-up commit that the ledger records as `repair`.
-
-Each outcome is appended to `lakehouse_quality` once per (table, app id, batch id): the append
-carries Delta's per-write txn options, so a re-run batch does not record its audit twice.
+`audit_before_commit` answers on the version the commit read, before it commits, so the outcome
+goes into the commit's own ledger entry; the runner re-audits after the commit
+(`audit_commit`) only when another commit landed between the two. `audit_table` checks every key
+(`lakehouse check --full`). What a finding does is the table's audit policy: `warn` records it;
+`fail` records it and holds the table (further runs stop until an operator repairs it or a full
+check passes); `repair` deletes the later copies of each key in a follow-up commit that the
+ledger records as `repair`. Outcomes are kept by `quality.results`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from dataclasses import replace
 from functools import reduce
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
-from tables.catalog import create_table, table_exists
+from quality.results import DUPLICATE_KEYS_CHECK, CheckResult
 from tables.log import admin_metadata, commit_session
 from tables.scan import files_scanned
-from tables.spec import APP_ID_COLUMN, BATCH_ID_COLUMN, INGESTED_AT_COLUMN, parse_struct
+from tables.spec import APP_ID_COLUMN, BATCH_ID_COLUMN, INGESTED_AT_COLUMN
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
     from tables.spec import TableSpec
 
-QUALITY_TABLE = "lakehouse_quality"
-QUALITY_DDL = (
-    "table_name STRING NOT NULL, table_version BIGINT, app_id STRING, batch_id BIGINT, "
-    "check_name STRING NOT NULL, status STRING NOT NULL, checked_keys BIGINT, "
-    "failing_keys BIGINT, sample_keys ARRAY<STRING>, checked_at TIMESTAMP NOT NULL, "
-    "action STRING, files_read BIGINT"
-)
-DUPLICATE_KEYS_CHECK = "duplicate_record_keys"
 REPAIR_APP_ID = "lakehouse-repair"
 SAMPLE_SIZE = 5
-CheckStatus = Literal["passed", "failed", "repaired"]
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    """One check's outcome for one commit (or for the whole table)."""
-
-    table: str
-    check: str
-    status: CheckStatus
-    checked_keys: int
-    failing_keys: int
-    sample_keys: tuple[str, ...]
-    app_id: str | None = None
-    batch_id: int | None = None
-    version: int | None = None
-    action: str | None = None
-    files_read: int | None = None
-
-    def as_row(self) -> dict[str, Any]:
-        """The row recorded in the quality table."""
-        return {
-            "table_name": self.table,
-            "table_version": self.version,
-            "app_id": self.app_id,
-            "batch_id": self.batch_id,
-            "check_name": self.check,
-            "status": self.status,
-            "checked_keys": self.checked_keys,
-            "failing_keys": self.failing_keys,
-            "sample_keys": list(self.sample_keys),
-            "checked_at": datetime.now(UTC),
-            "action": self.action,
-            "files_read": self.files_read,
-        }
-
-
-def quality_table_name(table: str) -> str:
-    """The quality table in the same database as `table`."""
-    database, _, _ = table.rpartition(".")
-    return f"{database}.{QUALITY_TABLE}" if database else QUALITY_TABLE
 
 
 def key_text(keys: tuple[str, ...]) -> Column:
@@ -197,6 +144,68 @@ def audit_commit(
     )
 
 
+def audit_before_commit(
+    spark: SparkSession,
+    spec: TableSpec,
+    batch_keys: DataFrame,
+    landing: int,
+    ranges: Mapping[str, tuple[Any, Any]],
+    as_of: int,
+    scope: str | None,
+    lineage: tuple[str, int],
+) -> CheckResult:
+    """The audit of a batch about to commit, decided on the table version `as_of` it will read.
+
+    `batch_keys` are the distinct record keys of the rows the commit will land (`landing` of
+    them), `ranges` each key column's min and max over them, `scope` the target-side part of the
+    commit's dedup condition on alias `t` (None: any row with the key matches, a `table` scope)
+    and `lineage` the (app id, batch id). A key is inserted unless a row in scope matches it;
+    after the commit it is the batch's if it was inserted or a matching row carries the batch's
+    lineage, and it fails if the table then holds it more than once. That is the post-commit
+    audit's answer, as long as no other commit lands between `as_of` and this batch's commit.
+    With no file of the table within the bounds, no row can match and nothing more is read.
+    """
+    if landing == 0 or any(low is None for low, _ in ranges.values()):
+        return CheckResult(spec.name, DUPLICATE_KEYS_CHECK, "passed", 0, 0, (), files_read=0)
+    table = spark.read.option("versionAsOf", as_of).table(spec.name).where(within_ranges(ranges))
+    files = len(table.inputFiles())
+    if files == 0:
+        return CheckResult(spec.name, DUPLICATE_KEYS_CHECK, "passed", landing, 0, (), files_read=0)
+    app_id, batch_id = lineage
+    in_scope = F.expr(scope) if scope is not None else F.lit(True)
+    found = (
+        table.alias("t")
+        .groupBy(*spec.keys)
+        .agg(
+            F.count(F.lit(1)).alias("_rows"),
+            F.sum(F.when(in_scope, 1).otherwise(0)).alias("_matched"),
+            F.max(of_commit(app_id, batch_id).cast("int")).alias("_ours"),
+        )
+    )
+    joined = batch_keys.join(found, on=list(spec.keys), how="left")
+    inserted = F.coalesce(F.col("_matched"), F.lit(0)) == 0
+    rows_after = F.coalesce(F.col("_rows"), F.lit(0)) + inserted.cast("int")
+    ours = inserted | (F.coalesce(F.col("_ours"), F.lit(0)) == 1)
+    failing = ours & (rows_after > 1)
+    summary = joined.agg(
+        F.sum(ours.cast("int")).alias("checked"),
+        F.sum(failing.cast("int")).alias("failing"),
+        F.slice(
+            F.sort_array(F.collect_list(F.when(failing, key_text(spec.keys)))), 1, SAMPLE_SIZE
+        ).alias("sample"),
+    ).collect()[0]
+    count = int(summary["failing"] or 0)
+    return CheckResult(
+        table=spec.name,
+        check=DUPLICATE_KEYS_CHECK,
+        status="failed" if count else "passed",
+        checked_keys=int(summary["checked"] or 0),
+        failing_keys=count,
+        sample_keys=tuple(summary["sample"] or ()),
+        files_read=files,
+    )
+
+
 def audit_table(spark: SparkSession, spec: TableSpec) -> CheckResult:
     """The same check over every key of the table (`lakehouse check --full`)."""
     result = duplicate_keys(spark.table(spec.name), spec.keys)
@@ -259,94 +268,3 @@ def repair_duplicates(spark: SparkSession, spec: TableSpec, audit: CheckResult) 
         .execute()
     )
     return replace(audit, status="repaired", action="repair")
-
-
-def record(spark: SparkSession, results: list[CheckResult], *, txn: tuple[str, int] | None) -> None:
-    """Append results to the quality table; with `txn` (app id, version), at most once."""
-    if not results:
-        return
-    name = quality_table_name(results[0].table)
-    schema = parse_struct(QUALITY_DDL)
-    create_table(spark, name, schema)
-    writer = (
-        spark.createDataFrame([r.as_row() for r in results], schema)
-        .write.format("delta")
-        .option("mergeSchema", "true")
-    )
-    if txn is not None:
-        writer = writer.option("txnAppId", txn[0]).option("txnVersion", txn[1])
-    writer.mode("append").saveAsTable(name)
-
-
-def checks_from_ledger(
-    table: str,
-    app_id: str,
-    batch_id: int,
-    version: int | None,
-    checks: tuple[Mapping[str, Any], ...],
-) -> list[CheckResult]:
-    """The expectation outcomes a commit carried in its ledger entry, as results to record."""
-    return [
-        CheckResult(
-            table=table,
-            check=str(c.get("check")),
-            status="passed" if c.get("status") == "passed" else "failed",
-            checked_keys=int(c.get("checked") or 0),
-            failing_keys=int(c.get("failing") or 0),
-            sample_keys=tuple(str(s) for s in c.get("sample") or ()),
-            app_id=app_id,
-            batch_id=batch_id,
-            version=version,
-            action=str(c.get("action")) if c.get("action") else None,
-        )
-        for c in checks
-    ]
-
-
-def is_recorded(spark: SparkSession, table: str, app_id: str, batch_id: int) -> bool:
-    """True if an audit of (app id, batch id) of `table` is in the quality table."""
-    name = quality_table_name(table)
-    if not table_exists(spark, name):
-        return False
-    found = spark.table(name).where(
-        (F.col("table_name") == table)
-        & (F.col("app_id") == app_id)
-        & (F.col("batch_id") == batch_id)
-    )
-    return bool(found.limit(1).count())
-
-
-def held_by(spark: SparkSession, table: str) -> dict[str, Any] | None:
-    """The duplicate finding holding a `fail`-policy table, if its latest audit verdict is one.
-
-    A later passing full check (`lakehouse check TABLE --full`) or a repair releases the table.
-    """
-    name = quality_table_name(table)
-    if not table_exists(spark, name):
-        return None
-    latest = (
-        spark.table(name)
-        .where((F.col("table_name") == table) & (F.col("check_name") == DUPLICATE_KEYS_CHECK))
-        .orderBy(F.col("checked_at").desc())
-        .limit(1)
-        .collect()
-    )
-    if not latest:
-        return None
-    row = latest[0].asDict()
-    return row if row["status"] == "failed" and row.get("action") == "fail" else None
-
-
-def recent_results(spark: SparkSession, table: str, limit: int) -> list[dict[str, Any]]:
-    """The latest recorded outcomes for a table, newest first."""
-    name = quality_table_name(table)
-    if not table_exists(spark, name):
-        return []
-    rows = (
-        spark.table(name)
-        .where(F.col("table_name") == table)
-        .orderBy(F.col("checked_at").desc())
-        .limit(limit)
-        .collect()
-    )
-    return [r.asDict() for r in rows]

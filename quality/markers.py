@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from quality.audit import quality_table_name
+from quality.results import quality_table_name
 from tables.spec import quarantine_table_name
 
 MarkerRole = Literal["target", "quarantine", "audit"]

@@ -29,12 +29,18 @@ class CommitMetadata:
     commit_token: str
     kind: CommitKind = "batch"
     checks: tuple[Mapping[str, Any], ...] = ()
+    audit: Mapping[str, Any] | None = None
+    """The batch's duplicate audit, decided before the commit on the version it read (`as_of`)."""
 
     def to_json(self) -> str:
         """Serialise to the compact JSON stored in the commit."""
         payload = {"lakehouse": LEDGER_FORMAT, **asdict(self)}
         payload["source"] = dict(self.source)
         payload["checks"] = [dict(c) for c in self.checks]
+        if self.audit is None:
+            del payload["audit"]
+        else:
+            payload["audit"] = dict(self.audit)
         return json.dumps(payload, separators=(",", ":"), sort_keys=True)
 
     @staticmethod
@@ -58,6 +64,7 @@ class CommitMetadata:
             commit_token=str(payload.get("commit_token", "")),
             kind=payload.get("kind", "batch"),
             checks=tuple(dict(c) for c in payload.get("checks") or () if isinstance(c, dict)),
+            audit=dict(payload["audit"]) if isinstance(payload.get("audit"), dict) else None,
         )
 
 

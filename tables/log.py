@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
@@ -197,8 +198,15 @@ def _read_state(spark: SparkSession, table: str, read: Callable[[Any], T]) -> T:
     checkpoint and the JSON commits after it, so `read` runs inside the same guard.
     """
     none = jvm_of(spark).scala.Option.empty()
-    try:
+    with naming_damaged_log(table):
         return read(delta_log(spark, table).update(False, none, none))
+
+
+@contextmanager
+def naming_damaged_log(table: str) -> Iterator[None]:
+    """Turn a failure that names a damaged `_delta_log` file of `table` into DamagedLogError."""
+    try:
+        yield
     except Exception as exc:
         damaged = damaged_log_error(table, exc)
         if damaged is None:
@@ -226,10 +234,11 @@ def damaged_log_file(message: str) -> str | None:
 
 @dataclass(frozen=True)
 class MarkerRead:
-    """Every app id's marker in the table's current snapshot, and where it was read from."""
+    """Every app id's marker in the table's snapshot, its version, and where it was read from."""
 
     markers: dict[str, int]
     from_checksum: bool
+    version: int = -1
 
 
 def is_checksum_complete(listed: int | None, max_listed: int, retention_set: bool) -> bool:
@@ -261,9 +270,10 @@ def read_markers(spark: SparkSession, table: str) -> MarkerRead:
     def markers(snapshot: Any) -> MarkerRead:
         listed = _checksum_markers(snapshot)
         retention = bool(snapshot.metadata().configuration().contains(MARKER_RETENTION_PROPERTY))
+        version = int(snapshot.version())
         if listed is not None and is_checksum_complete(len(listed), max_listed, retention):
-            return MarkerRead(listed, from_checksum=True)
-        return MarkerRead(_state_markers(snapshot), from_checksum=False)
+            return MarkerRead(listed, from_checksum=True, version=version)
+        return MarkerRead(_state_markers(snapshot), from_checksum=False, version=version)
 
     return _read_state(spark, table, markers)
 

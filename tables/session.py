@@ -30,10 +30,15 @@ DEFAULT_HOME = Path(".lakehouse")
 _LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 
 #: Settings of the embedded local session (a laptop or CI box, not a cluster) besides its sizing.
+#: Adaptive execution is off: with shuffles already sized to the local cores it has nothing to
+#: coalesce, and it runs each shuffle stage of a query as a Spark job of its own, which on a
+#: micro-batch of tens of thousands of rows costs more than the stage (a batch's count and hash
+#: took 4 jobs instead of 1).
 EMBEDDED_DEFAULTS: Mapping[str, str] = {
     "spark.sql.session.timeZone": "UTC",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
+    "spark.sql.adaptive.enabled": "false",
 }
 _MAX_EMBEDDED_PARTITIONS = 8
 _LOCAL_MASTER = re.compile(r"local(?:\[(\*|\d+)(?:,\s*\d+)?\])?")

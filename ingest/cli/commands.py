@@ -32,7 +32,7 @@ from tables.errors import ConfigError, QueryError, error_summary
 if TYPE_CHECKING:
     from ingest.commit import BatchResult
     from ingest.runner import RunReport
-    from quality.audit import CheckResult
+    from quality.results import CheckResult
 
 app = typer.Typer(
     help="Land streams in Delta Lake tables exactly once, and operate those tables.",
@@ -246,7 +246,7 @@ def quality(
     They live in the `lakehouse_quality` table, which analysts can query by name. Where
     Great Expectations' Data Docs have been built, their index page is printed too.
     """
-    from quality.audit import recent_results
+    from quality.results import recent_results
     from tables.catalog import require_table
     from tables.identifiers import validate_table_name
 
@@ -284,7 +284,8 @@ def check(
     the first-landed copy of each key stays and the others are deleted in one commit that the
     ledger records; a passing check or a repair releases a table its `fail` policy held.
     """
-    from quality.audit import audit_table, record, repair_duplicates
+    from quality.audit import audit_table, repair_duplicates
+    from quality.results import record
     from tables.identifiers import validate_table_name
 
     validate_table_name(table)

@@ -1,16 +1,21 @@
-"""The exactly-once batch commit: one idempotent MERGE per (table, app id, batch id).
+"""The exactly-once batch commit: one idempotent write per (table, app id, batch id).
 
 Protocol (docs/DESIGN.md walks through it and its failure modes):
 1. Read the app's SetTransaction marker from the log (no data is scanned).
 2. Decide (`ingest.decisions.decide_batch`): commit, skip a retry, or stop on a rewound stream.
-   A skipped batch is checked against the ledger's content hash; different content is an error.
+   A skipped batch is checked against its ledger entry: by the source's fingerprint when both
+   carry one, else by the content hash; different content is an error.
 3. Materialise the batch once (persist) so every later step sees the same rows, even from a
-   non-deterministic source; classify rows; count them and hash their content in one job.
-4. Write rejected rows to the quarantine table (idempotent per batch through its own marker).
-5. MERGE the deduplicated valid rows, WHEN NOT MATCHED INSERT, with the ON clause pinned to
-   literal app id and batch id, in a clone of the session that alone carries txnAppId,
-   txnVersion and the commit's userMetadata. Rows, marker and ledger entry land in one commit.
-6. On any failure, re-read the marker before anything else: if the batch landed, the outcome is
+   non-deterministic source; classify rows; count them, hash their content and bound their keys
+   in one job.
+4. Audit the keys the batch lands against the table version the marker was read from; the
+   outcome goes into the ledger entry.
+5. Write rejected rows to the quarantine table (idempotent per batch through its own marker).
+6. Write the valid rows with the marker and the ledger entry in one commit: the MERGE, WHEN NOT
+   MATCHED INSERT, with the ON clause pinned to literal app id and batch id, in a clone of the
+   session that alone carries txnAppId, txnVersion and userMetadata; or, where that MERGE can
+   match no row, Delta's idempotent append with the same marker and entry as per-write options.
+7. On any failure, re-read the marker before anything else: if the batch landed, the outcome is
    known and reported; otherwise retry transient errors with backoff.
 """
 
@@ -25,11 +30,12 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from ingest.commit.highwater import high_water, raise_high_water
 from ingest.commit.merge import TXN_APP_ID_CONF as TXN_APP_ID_CONF
 from ingest.commit.merge import TXN_VERSION_CONF as TXN_VERSION_CONF
 from ingest.commit.merge import error_kind_of as error_kind_of
-from ingest.commit.merge import merge_with_retries
 from ingest.commit.merge import run_merge as run_merge
+from ingest.commit.merge import write_with_retries
 from ingest.commit.prepare import READER_COLUMNS as READER_COLUMNS
 from ingest.commit.prepare import BatchStats as BatchStats
 from ingest.commit.prepare import PreparedBatch as PreparedBatch
@@ -44,16 +50,17 @@ from ingest.commit.result import BatchResult as BatchResult
 from ingest.commit.result import BatchStatus as BatchStatus
 from ingest.commit.result import result_from_entry as result_from_entry
 from ingest.commit.skip import skip_committed
-from ingest.decisions import decide_batch, dedup_condition
-from quality.audit import CheckResult, checks_from_ledger, record
+from ingest.decisions import decide_batch, dedup_condition, dedup_scope, should_append
+from quality.audit import audit_before_commit
 from quality.expectations import should_stop, stop_message
 from quality.fates import landed_columns
 from quality.malformed import landable_rows, with_raw_record
 from quality.quarantine import REASON_COLUMN, ensure_quarantine_table, write_quarantine
+from quality.results import CheckResult, audit_entry, checks_from_ledger, record
 from tables.catalog import require_table
 from tables.errors import CheckpointLostError, ExpectationFailedError
 from tables.identifiers import validate_app_id
-from tables.log import CommitMetadata, committed_batch
+from tables.log import CommitMetadata, naming_damaged_log, read_markers
 from tables.spec import TableSpec
 
 if TYPE_CHECKING:
@@ -94,12 +101,13 @@ def commit_batch(
     schema = spec.data_schema(spark)
     assert_batch_schema(batch.schema, schema, spec.name)
 
-    committed = committed_batch(spark, spec.name, app_id)
+    read = read_markers(spark, spec.name)
+    committed = read.markers.get(app_id)
     action = decide_batch(batch_id, committed, fail_on_rewind=fail_on_rewind)
     if action == "rewound":
         raise CheckpointLostError(rewound_message(spec.name, app_id, batch_id, committed))
     if action == "skip":
-        return skip_committed(spark, spec, app_id, batch_id, batch, schema, committed)
+        return skip_committed(spark, spec, app_id, batch_id, batch, schema, committed, source)
 
     prepared = prepare_batch(spark, spec, schema, batch, raw_format, reader_options, gate)
     try:
@@ -109,6 +117,22 @@ def commit_batch(
         if prepared.gate is not None and should_stop(prepared.gate):
             record(spark, _gate_results(spec, app_id, batch_id, prepared.gate), txn=None)
             raise ExpectationFailedError(stop_message(prepared.gate, spec.name, app_id, batch_id))
+        rows = prepared.rows
+        landable = rows.filter(landable_rows())
+        window = time_window(spec, schema, stats)
+        scope = dedup_scope(spec.dedup, app_id, batch_id, window)
+        with naming_damaged_log(spec.name):  # the first read of the table's state
+            audit = audit_before_commit(
+                spark,
+                spec,
+                landable.select(*spec.keys),
+                stats.rows - stats.rows_rejected - stats.rows_copies,
+                {key: (low, high) for key, low, high in stats.key_bounds},
+                read.version,
+                scope,
+                (app_id, batch_id),
+            )
+            append = should_append(spec.dedup, batch_id, high_water(spark, spec.name, app_id))
         ingested_at = datetime.now(UTC)
         meta = CommitMetadata(
             app_id=app_id,
@@ -119,24 +143,34 @@ def commit_batch(
             content_hash=stats.content_hash,
             commit_token=uuid.uuid4().hex,
             checks=tuple(prepared.gate.records()) if prepared.gate is not None else (),
+            audit=audit_entry(audit, read.version),
         )
-        rows = prepared.rows
         if stats.rows_rejected:
             ensure_quarantine_table(spark, spec)
             rejected = rows.filter(F.col(REASON_COLUMN).isNotNull())
             write_quarantine(with_raw_record(rejected, schema), spec, app_id, batch_id, ingested_at)
         merge_source = with_lineage(
-            rows.filter(landable_rows()).select(*landed_columns(schema, rows)),
-            app_id,
-            batch_id,
-            ingested_at,
+            landable.select(*landed_columns(schema, rows)), app_id, batch_id, ingested_at
         )
-        window = time_window(spec, schema, stats)
         condition = dedup_condition(spec.dedup, spec.keys, app_id, batch_id, window)
-        result = merge_with_retries(spark, spec, meta, merge_source, condition, max_attempts)
+        result = write_with_retries(
+            spark, spec, meta, merge_source, condition, max_attempts, append=append
+        )
         if result.status != "committed":
             return result
-        return replace(result, key_bounds=stats.key_bounds)
+        raise_high_water(spec.name, app_id, batch_id)
+        return replace(
+            result,
+            key_bounds=stats.key_bounds,
+            read_version=read.version,
+            audit=replace(
+                audit,
+                app_id=app_id,
+                batch_id=batch_id,
+                version=result.version,
+                action=spec.audit_policy,
+            ),
+        )
     finally:
         prepared.classified.unpersist()
 

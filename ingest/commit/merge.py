@@ -1,4 +1,5 @@
-"""The batch's MERGE, its retries, and the report of what landed, read from the log."""
+"""The batch's write (a MERGE, or a blind append where the MERGE can match nothing), its retries,
+and the report of what landed, read from the log."""
 
 from __future__ import annotations
 
@@ -73,21 +74,33 @@ def error_kind_of(exc: BaseException) -> LakehouseError:
     return TerminalError(f"commit failed: {error_summary(exc)}")
 
 
-def merge_with_retries(
+def write_with_retries(
     spark: SparkSession,
     spec: TableSpec,
     meta: CommitMetadata,
-    merge_source: DataFrame,
+    source: DataFrame,
     condition: str,
     max_attempts: int,
+    *,
+    append: bool = False,
 ) -> BatchResult:
+    """Write the batch with its marker and ledger entry, retrying transient failures.
+
+    With `append`, the rows go in as Delta's idempotent append (`txnAppId`/`txnVersion` and the
+    ledger entry as per-write options), which is the MERGE's result when the MERGE can match no
+    row (`ingest.decisions.should_append`) and costs no scan of the target.
+    """
     for attempt in count(1):
         try:
             fault_point("before_write", meta.batch_id)
             with fault_during_write(
                 "before_commit", meta.batch_id, lambda: table_detail(spark, spec.name).location
             ):
-                executed = _merge(spark, spec.name, merge_source, condition, meta)
+                if append:
+                    _append(spec.name, source, meta)
+                    executed = True
+                else:
+                    executed = _merge(spark, spec.name, source, condition, meta)
             fault_point("after_commit", meta.batch_id)
         except Exception as exc:
             error = error_kind_of(exc)
@@ -104,6 +117,23 @@ def merge_with_retries(
             return _landed(spark, spec, meta, attempt, note="committed by a concurrent writer")
         return _landed(spark, spec, meta, attempt)
     raise AssertionError("unreachable")
+
+
+def _append(table: str, source: DataFrame, meta: CommitMetadata) -> None:
+    """Append the batch with its marker and ledger entry as per-write options (one commit).
+
+    Delta skips the append when the marker already holds the batch; the report read from the log
+    afterwards tells which writer's commit it is.
+    """
+    marker = batch_markers(table, meta.app_id)[0]
+    (
+        source.write.format("delta")
+        .mode("append")
+        .option("txnAppId", marker.txn_app_id)
+        .option("txnVersion", meta.batch_id)
+        .option("userMetadata", meta.to_json())
+        .saveAsTable(table)
+    )
 
 
 def _merge(
@@ -159,6 +189,8 @@ def _landed(
             "its ledger entry is missing from the table history"
         )
     ours = entry.meta.commit_token == meta.commit_token
+    if not ours and not note:
+        note = "committed by a concurrent writer"
     if not ours and is_content_conflict(meta.content_hash, entry.meta.content_hash):
         raise BatchContentMismatchError(
             f"batch {meta.batch_id} of app id {meta.app_id!r} was committed to {spec.name} by "

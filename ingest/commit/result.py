@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from quality.results import CheckResult
 from tables.log import LedgerEntry
 
 BatchStatus = Literal["committed", "skipped", "empty"]
@@ -31,6 +32,10 @@ class BatchResult:
     checks: tuple[Mapping[str, Any], ...] = ()
     key_bounds: tuple[tuple[str, Any, Any], ...] = ()
     """Each key's (name, min, max) over the rows this process committed: the audit's scope."""
+    read_version: int | None = None
+    """The table version the commit read its marker from and audited its keys on."""
+    audit: CheckResult | None = None
+    """The duplicate audit decided before the commit (final if no commit landed in between)."""
 
 
 def result_from_entry(

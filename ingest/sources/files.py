@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
+from ingest.sources.fingerprint import files_fingerprint, with_fingerprint
 from quality.csv_records import csv_records
 from quality.records import CORRUPT_COLUMN, SOURCE_FILE_COLUMN, is_blank_line, json_records
 from tables.errors import ConfigError, TerminalError
@@ -127,8 +128,11 @@ class FileSource:
 
     @contextmanager
     def stream_batch(self, batch: DataFrame) -> Iterator[tuple[DataFrame, dict[str, Any]]]:
-        """The batch as it is, and the source's record (the commit adds the batch's files)."""
-        yield batch, self.describe()
+        """The batch as it is, and the source's record with the fingerprint of its files.
+
+        The commit adds the list of files the batch's rows came from.
+        """
+        yield batch, with_fingerprint(self.describe(), files_fingerprint(batch.sparkSession, batch))
 
     def read_recorded(
         self, spark: SparkSession, schema: StructType, recorded: Mapping[str, Any]

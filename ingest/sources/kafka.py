@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pyspark import StorageLevel
 
+from ingest.sources.fingerprint import offsets_fingerprint, with_fingerprint
 from ingest.sources.kafka_admin import lost_ranges
 from ingest.sources.kafka_read import (
     KAFKA_COLUMNS,
@@ -260,8 +261,12 @@ class KafkaSource:
         """
         cached = batch.persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            record = {**self.describe(), "offsets": offset_ranges(cached)}
-            yield cached.drop(*KAFKA_COLUMNS), record
+            offsets = offset_ranges(cached)
+            record = {**self.describe(), "offsets": offsets}
+            yield (
+                cached.drop(*KAFKA_COLUMNS),
+                with_fingerprint(record, offsets_fingerprint(offsets)),
+            )
         finally:
             cached.unpersist()
 

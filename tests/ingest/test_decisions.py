@@ -10,12 +10,17 @@ from ingest.decisions import (
     commit_landed,
     decide_batch,
     dedup_condition,
+    dedup_scope,
+    is_audit_final,
     is_checkpoint_lost,
     is_content_conflict,
+    is_same_fingerprint,
     merge_condition,
+    should_append,
     should_retry,
     window_bounds,
 )
+from ingest.outcomes import unrecorded_batches
 
 
 @pytest.mark.parametrize(
@@ -91,3 +96,56 @@ def test_dedup_condition_per_scope() -> None:
 def test_date_windows_round_up_to_whole_days() -> None:
     window = TimeWindow("day", is_date=True, newest="2026-11-08", seconds=36 * 3600)
     assert window_bounds(window) == ("date_sub(DATE '2026-11-08', 2)", "DATE '2026-11-08'")
+
+
+@pytest.mark.parametrize(
+    ("scope", "batch_id", "high_water", "expected"),
+    [
+        ("batch", 0, None, True),
+        ("batch", 5, 4, True),
+        ("batch", 4, 4, False),
+        ("batch", 3, 9, False),
+        ("table", 5, None, False),
+        ("window", 5, None, False),
+    ],
+)
+def test_a_blind_append_only_where_the_merge_can_match_nothing(
+    scope: str, batch_id: int, high_water: int | None, expected: bool
+) -> None:
+    assert should_append(scope, batch_id, high_water) is expected  # type: ignore[arg-type]
+
+
+def test_an_audit_is_final_only_right_after_the_version_it_read() -> None:
+    assert is_audit_final(4, 5)
+    assert not is_audit_final(4, 6)
+    assert not is_audit_final(None, 5)
+    assert not is_audit_final(4, None)
+
+
+def test_a_fingerprint_settles_a_skip_only_when_both_sides_carry_the_same_one() -> None:
+    assert is_same_fingerprint({"fingerprint": "ab"}, {"fingerprint": "ab", "files": []})
+    assert not is_same_fingerprint({"fingerprint": "ab"}, {"fingerprint": "cd"})
+    assert not is_same_fingerprint({"fingerprint": ""}, {"fingerprint": ""})
+    assert not is_same_fingerprint({}, {})
+    assert not is_same_fingerprint(None, {"fingerprint": "ab"})
+
+
+def test_the_dedup_scope_is_the_target_side_of_the_condition() -> None:
+    window = TimeWindow("event_time", is_date=False, newest="2026-11-08 00:00:00", seconds=60)
+    assert dedup_scope("batch", "a", 1, None) == (
+        "`t`.`_lh_app_id` = 'a' AND `t`.`_lh_batch_id` = 1"
+    )
+    assert dedup_scope("table", "a", 1, None) is None
+    assert dedup_scope("window", "a", 1, None) == dedup_scope("batch", "a", 1, None)
+    assert dedup_scope("window", "a", 1, window) == (
+        "`t`.`event_time` >= TIMESTAMP '2026-11-08 00:00:00' - INTERVAL 60 SECONDS AND "
+        "`t`.`event_time` <= TIMESTAMP '2026-11-08 00:00:00'"
+    )
+
+
+def test_the_batches_whose_outcomes_are_not_kept_lie_between_the_two_markers() -> None:
+    assert unrecorded_batches(None, 2) == [0, 1, 2]
+    assert unrecorded_batches(1, 3) == [2, 3]
+    assert unrecorded_batches(3, 3) == []
+    assert unrecorded_batches(None, None) == []
+    assert unrecorded_batches(None, -1) == []

@@ -20,8 +20,8 @@ from ingest.cli import app
 from ingest.config import PipelineSpec
 from ingest.runner import run_pipeline
 from ingest.sources import FileSource
-from quality.audit import quality_table_name
 from quality.markers import batch_markers
+from quality.results import quality_table_name
 from tables.errors import InjectedFaultError
 from tables.faults import ENV_VAR
 from tables.log import committed_batch

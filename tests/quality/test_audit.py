@@ -14,15 +14,8 @@ from ingest.commit import commit_batch
 from ingest.config import PipelineSpec
 from ingest.runner import run_pipeline
 from ingest.sources import FileSource
-from quality.audit import (
-    audit_commit,
-    audit_table,
-    held_by,
-    is_recorded,
-    recent_results,
-    record,
-    repair_duplicates,
-)
+from quality.audit import audit_commit, audit_table, repair_duplicates
+from quality.results import held_by, is_recorded, recent_results, record
 from tables.errors import DuplicatesFoundError
 from tables.log import read_ledger
 from tables.spec import TableSpec

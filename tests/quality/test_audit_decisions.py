@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from quality.audit import CheckResult, CheckStatus, should_hold, should_repair
+from quality.audit import should_hold, should_repair
+from quality.results import CheckResult, CheckStatus, should_flush
 
 
 def finding(status: CheckStatus, action: str | None) -> CheckResult:
@@ -47,3 +48,11 @@ def test_the_policy_decides_hold_and_repair(
 
     assert should_hold(result) is hold
     assert should_repair(result) is repair
+
+
+def test_outcomes_are_appended_on_a_failure_a_count_or_an_age() -> None:
+    assert should_flush(1, 0.0, failed=True, every=20, seconds=60)
+    assert should_flush(20, 0.0, failed=False, every=20, seconds=60)
+    assert should_flush(3, 61.0, failed=False, every=20, seconds=60)
+    assert not should_flush(3, 5.0, failed=False, every=20, seconds=60)
+    assert not should_flush(0, 99.0, failed=True, every=20, seconds=60)

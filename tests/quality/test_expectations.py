@@ -15,8 +15,8 @@ from ingest.commit import commit_batch
 from ingest.config import PipelineSpec
 from ingest.runner import run_pipeline
 from ingest.sources import FileSource
-from quality.audit import recent_results
 from quality.expectations import ExpectationGate, quarantine_reasons, should_stop
+from quality.results import recent_results
 from tables.errors import ExpectationFailedError, InjectedFaultError
 from tables.log import committed_batch, read_ledger
 from tables.spec import ExpectationSpec, TableSpec
