@@ -16,6 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ingest.commit import commit_batch, with_lineage
+from ingest.sources.fingerprint import digest
 from tables.catalog import table_detail
 from tables.log import admin_metadata, commit_markers, table_version
 from tables.spec import TableSpec
@@ -93,10 +94,16 @@ def grow_log(spark: SparkSession, table: TableSpec, commits: int) -> None:
 def committer(
     spark: SparkSession, table: TableSpec, rows: int, first: int = 0, days: float = 0.0
 ) -> Action:
-    """Commit batch `i` exactly once as app id `b`: `rows` events with ids from `first + i*rows`."""
+    """Commit batch `i` exactly once as app id `b`: `rows` events with ids from `first + i*rows`.
+
+    The batch's source record carries a fingerprint of the generator's arguments, which fix its
+    content, as a file source's carries its files: a re-run of the batch is checked by it.
+    """
 
     def commit(i: int) -> object:
-        return commit_batch(spark, table, "b", i, batch(spark, first + i * rows, rows, days))
+        start = first + i * rows
+        source = {"kind": "generated", "fingerprint": digest([f"events {start} {rows} {days}"])}
+        return commit_batch(spark, table, "b", i, batch(spark, start, rows, days), source=source)
 
     return commit
 
