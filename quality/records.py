@@ -33,6 +33,9 @@ SOURCE_FILE_COLUMN = "_lh_source_file"
 RECORD_COLUMN = "_lh_record"
 #: A reason the reader found before parsing (invalid UTF-8, trailing text, undecodable file).
 FAULT_COLUMN = "_lh_fault"
+#: The codec whose magic number starts the line, else NULL: the file is undecodable only if its
+#: first line starts so (`quality.fates.undecodable_files` confirms it).
+MAGIC_COLUMN = "_lh_magic"
 #: The record's text when the exact rescue must look at it, else NULL (see `with_rescued`).
 RESCUE_INPUT_COLUMN = "_lh_rescue_input"
 _LINE, _PARSED, _KEYS, _FLAG = "_lh_line", "_lh_parsed", "_lh_keys", "_lh_flag"
@@ -95,9 +98,11 @@ def json_records(
     Returns the schema's columns (null when the record does not parse), `_lh_corrupt` (the text
     when it does not parse or fit), `_lh_record` (the exact text, always), `_lh_fault`,
     `_lh_rescue_input` (the text of the rows `with_rescued` must look at) and the `passthrough`
-    columns. With `detect_files`, a row whose bytes start
-    with a compression magic number gets the undecodable-file fault. `parse_options` are Spark
-    JSON options for `from_json` (`timestampFormat`, ...).
+    columns. With `detect_files`, `_lh_magic` names the codec whose magic number starts a row's
+    bytes: only a candidate, since a junk line inside a file may start with `BZh` or `PK\x03\x04`
+    too; the file is undecodable only when its first line does (`quality.fates`), and the row
+    keeps its own fault meanwhile. `parse_options` are Spark JSON options for `from_json`
+    (`timestampFormat`, ...).
     """
     line = F.regexp_replace(text, "^\\x{FEFF}", "")
     fields = [StructField(f.name, f.dataType, True) for f in schema.fields]
@@ -119,14 +124,14 @@ def json_records(
     fault = F.when(~F.is_valid_utf8(record), F.lit(INVALID_UTF8)).when(
         keys.isNotNull() & (F.coalesce(wrapped, F.lit(0)) != 1), F.lit(TRAILING_TEXT)
     )
-    if detect_files:
-        codec = magic_codec(record)
-        fault = F.when(codec.isNotNull(), undecodable_reason(codec)).otherwise(fault)
+    magic = [magic_codec(record).alias(MAGIC_COLUMN)] if detect_files else []
+    magic_out = [F.col(MAGIC_COLUMN)] if detect_files else []
     names = [f.name for f in schema.fields]
     flagged = staged.select(
         "*",
         fault.alias(FAULT_COLUMN),
         rescue_flag(F.col(_LINE), keys, schema).alias(_FLAG),
+        *magic,
     )
     # Spark's parser accepts what strict JSON does not (NaN, single quotes, ...); such a line has
     # no object keys under the strict parser and is malformed too, not landed half-read.
@@ -142,6 +147,7 @@ def json_records(
         F.col(FAULT_COLUMN),
         F.when(corrupt.isNull() & F.col(_FLAG), F.col(_LINE)).alias(RESCUE_INPUT_COLUMN),
         *[F.col(c) for c in staged.columns[4:]],
+        *magic_out,
     )
 
 
