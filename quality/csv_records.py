@@ -9,7 +9,9 @@ per file, its bytes undecoded) and split here, in Python, once per file:
 - with a header (the default), each field goes to the column its header names; a header name
   that is not a column (or a case variant of one) is rescued, a repeated name lands its last
   field and rescues the others, a column the header lacks is NULL;
-- each record keeps its exact bytes, and one that is not UTF-8 is never decoded;
+- each record keeps its exact bytes, and one that is not UTF-8 is never decoded; a header line
+  that is not UTF-8 names no column, so every record of its file is quarantined (none is taken
+  as the header in its place);
 - a file that starts with a compression magic number is one undecodable-file record.
 
 The fields are then typed by Spark (`try_cast`), and the rows go through the same
@@ -47,6 +49,10 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
 _RECORDS = "_lh_csv_records"
+HEADER_NOT_UTF8 = (
+    "malformed CSV: the file's header line is not valid UTF-8, so no record of the file can be "
+    "matched to columns (each keeps its exact text or bytes)"
+)
 #: What the per-file split returns for each record.
 RECORD_TYPE = StructType(
     [
@@ -131,11 +137,14 @@ def file_records(
     escape = options.get("escape") or "\\"
     has_header = str(options.get("header", "true")).lower() == "true"
     records = [r for r in split_records(data.removeprefix(b"\xef\xbb\xbf"), quote, escape)]
+    records = [r for r in records if r.strip()]
+    if has_header and records and not _is_utf8(records[0]):
+        return [
+            {"raw": r, "values": None, "fault": HEADER_NOT_UTF8, "rescued": None} for r in records
+        ]
     header: list[str] | None = None
     out: list[dict[str, Any]] = []
     for raw in records:
-        if not raw.strip():
-            continue
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
@@ -147,6 +156,14 @@ def file_records(
             continue
         out.append({"raw": raw, **_mapped(fields, header, columns)})
     return out
+
+
+def _is_utf8(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _undecodable(codec: str) -> str:
