@@ -41,6 +41,7 @@ from quality.records import (
     RECORD_COLUMN,
     SOURCE_FILE_COLUMN,
     UNDECODABLE_PREFIX,
+    reader_option,
 )
 from quality.rescue import render_fields
 from tables.spec import RESCUED_COLUMN
@@ -132,10 +133,10 @@ def file_records(
     for magic, codec in MAGIC_NUMBERS.items():
         if head.startswith(magic):
             return [{"raw": None, "values": None, "fault": _undecodable(codec), "rescued": None}]
-    sep = options.get("sep") or options.get("delimiter") or ","
-    quote = options.get("quote") or '"'
-    escape = options.get("escape") or "\\"
-    has_header = str(options.get("header", "true")).lower() == "true"
+    sep = reader_option(options, "sep") or reader_option(options, "delimiter") or ","
+    quote = reader_option(options, "quote") or '"'
+    escape = reader_option(options, "escape") or "\\"
+    has_header = str(reader_option(options, "header") or "true").lower() == "true"
     records = [r for r in split_records(data.removeprefix(b"\xef\xbb\xbf"), quote, escape)]
     records = [r for r in records if r.strip()]
     if has_header and records and not _is_utf8(records[0]):

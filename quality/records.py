@@ -56,6 +56,12 @@ MAGIC_NUMBERS = {
 }
 
 
+def reader_option(options: Mapping[str, str] | None, name: str) -> str | None:
+    """A reader option's value looked up with case ignored, as Spark matches option names."""
+    wanted = name.lower()
+    return next((v for k, v in (options or {}).items() if k.lower() == wanted), None)
+
+
 def undecodable_reason(codec: Column) -> Column:
     """The file-level reason for a file holding `codec` data under a plain-text name."""
     return F.concat(

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
+from ingest.sources.file_options import TEXT_OPTIONS, reader_options
 from quality.csv_records import csv_records
 from quality.records import CORRUPT_COLUMN, SOURCE_FILE_COLUMN, is_blank_line, json_records
 from tables.errors import ConfigError, TerminalError
@@ -58,11 +59,8 @@ class FileSource:
             raise ConfigError(
                 "max_files_per_trigger must be at least 1", key="max_files_per_trigger"
             )
-        if self.format == "json" and str(self.options.get("multiLine", "")).lower() == "true":
-            raise ConfigError(
-                "JSON sources are read one record per line (JSON Lines): multiLine is refused",
-                key="options",
-            )
+        # Frozen: the options are replaced once, by the names the readers look up.
+        object.__setattr__(self, "options", reader_options(self.format, self.options))
 
     def describe(self) -> dict[str, Any]:
         """The source record stored in each batch's ledger entry (with the batch's files)."""
@@ -189,18 +187,8 @@ def read_files(
     return _with_reader_columns(frame, source, schema)
 
 
-#: Options of Spark's JSON reader that the text reader understands the same way.
-_TEXT_OPTIONS = (
-    "lineSep",
-    "pathGlobFilter",
-    "recursiveFileLookup",
-    "modifiedBefore",
-    "modifiedAfter",
-)
-
-
 def _text_options(source: FileSource) -> dict[str, str]:
-    return {k: v for k, v in source.options.items() if k in _TEXT_OPTIONS}
+    return {k: v for k, v in source.options.items() if k in TEXT_OPTIONS}
 
 
 def _json_lines(lines: DataFrame, schema: StructType, options: Mapping[str, str]) -> DataFrame:
@@ -209,7 +197,7 @@ def _json_lines(lines: DataFrame, schema: StructType, options: Mapping[str, str]
     kept = lines.select(value, F.col("_metadata.file_path").alias(SOURCE_FILE_COLUMN)).where(
         ~is_blank_line(value)
     )
-    parse = {k: v for k, v in options.items() if k not in _TEXT_OPTIONS}
+    parse = {k: v for k, v in options.items() if k not in TEXT_OPTIONS}
     return json_records(kept, value, schema, [F.col(SOURCE_FILE_COLUMN)], parse_options=parse)
 
 

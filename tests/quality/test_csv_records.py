@@ -1,4 +1,4 @@
-"""CSV files split exactly: a header that is not UTF-8."""
+"""CSV files split exactly: a header that is not UTF-8, and reader options with case ignored."""
 
 from __future__ import annotations
 
@@ -51,3 +51,11 @@ def test_a_header_that_is_not_utf8_lands_nothing_and_keeps_every_record_exactly(
         (HEADER_NOT_UTF8, "a,x", b""),
         (HEADER_NOT_UTF8, "b,y", b""),
     ]
+
+
+def test_reader_options_are_matched_with_case_ignored_as_spark_does() -> None:
+    data = b"a;1\nb;2\n"
+
+    records = file_records(data, ["id", "name"], {"Header": "false", "SEP": ";"})
+
+    assert [r["values"] for r in records] == [["a", "1"], ["b", "2"]]
