@@ -239,5 +239,5 @@ def reset_app(
     version = run_reset(spark, table, app_id, to_batch)
     emit(
         f"{table}: marker of {app_id} moved from {current} to {to_batch} (version {version}); "
-        "its quarantine and audit markers no longer skip the batches above it"
+        f"its quarantine and audit markers are at {to_batch} too"
     )
