@@ -78,10 +78,15 @@ def reset_direction(current: int | None, target: int) -> ResetDirection:
     return "back" if current is None or target < current else "forward"
 
 
-def validate_reset(current: int | None, target: int, *, force: bool) -> ResetDirection:
-    """Check a reset: the target is >= -1, and moving forward (skipping batches) needs force."""
+def validate_reset_target(target: int) -> None:
+    """Refuse a reset target below -1; pure, so it is checked before Spark starts."""
     if target < -1:
         raise ConfigError(f"--to-batch must be -1 (nothing committed) or a batch id, got {target}")
+
+
+def validate_reset(current: int | None, target: int, *, force: bool) -> ResetDirection:
+    """Check a reset: the target is >= -1, and moving forward (skipping batches) needs force."""
+    validate_reset_target(target)
     direction = reset_direction(current, target)
     if direction == "forward" and not force:
         raise ConfigError(

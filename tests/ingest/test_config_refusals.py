@@ -759,6 +759,30 @@ CASES: list[tuple[str, str, str, str]] = [
         "multiLine is refused",
     ),
     ("source-key", source("colour = 1"), "pipelines.landing.source.colour", "unknown key(s)"),
+    (
+        "schema-unknown-type",
+        BASE.replace("amount DOUBLE", "amount DUBBLE"),
+        "tables.events.schema",
+        "unknown type 'DUBBLE' for column amount",
+    ),
+    (
+        "schema-unknown-element-type",
+        BASE.replace("ARRAY<STRING>", "ARRAY<STRNG>"),
+        "tables.events.schema",
+        "unknown type 'STRNG' for column tags",
+    ),
+    (
+        "schema-varchar-without-length",
+        BASE.replace("amount DOUBLE", "amount VARCHAR"),
+        "tables.events.schema",
+        "type VARCHAR needs a length",
+    ),
+    (
+        "schema-type-parameters",
+        BASE.replace("amount DOUBLE", "amount double(10)"),
+        "tables.events.schema",
+        "type DOUBLE takes no parameters for column amount",
+    ),
     # Kafka sources
     (
         "kafka-servers-missing",
@@ -1014,14 +1038,14 @@ def test_a_bad_trigger_override_is_refused_before_spark(
 
 
 def test_a_type_error_spark_finds_names_the_schema_key(spark: SparkSession, project: Path) -> None:
-    text = BASE.replace("amount DOUBLE", "amount DUBBLE")
+    text = BASE.replace("amount DOUBLE", "amount DECIMAL(40, 2)")
     (project / "lakehouse.toml").write_text(text)
     spec = load_config(Path("lakehouse.toml")).table("events")
     with pytest.raises(ConfigError) as info:
         spec.data_schema(spark)
     message = str(info.value)
     assert message.startswith("lakehouse.toml: tables.events.schema: cannot parse 'event_id ")
-    assert "DUBBLE" in message
+    assert "precision 40" in message
     assert "\n" not in message
 
 

@@ -173,3 +173,21 @@ def test_a_forward_reset_cut_short_is_found_and_finished(
 
     assert markers(spark, spec) == [3, 3, 3]
     assert pending_reset(spark, spec.name, "p") is None
+
+
+def test_a_reset_target_below_minus_one_is_refused_before_spark(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tables.session
+
+    asked: list[object] = []
+    monkeypatch.setattr(tables.session, "get_spark", lambda *a, **k: asked.append(a))
+    monkeypatch.chdir(tmp_path)
+
+    result = runner.invoke(app, ["reset-app", "events", "--app-id", "p", "--to-batch", "-5"])
+
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "error: --to-batch must be -1 (nothing committed) or a batch id, got -5\n"
+    )
+    assert asked == []
