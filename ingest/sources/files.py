@@ -21,7 +21,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 from ingest.sources.file_options import TEXT_OPTIONS, reader_options
 from quality.csv_records import csv_records
 from quality.records import CORRUPT_COLUMN, SOURCE_FILE_COLUMN, is_blank_line, json_records
-from tables.errors import ConfigError, TerminalError
+from tables.errors import ConfigError
 from tables.identifiers import shorten
 from tables.session import hadoop_path
 
@@ -108,10 +108,14 @@ class FileSource:
         """Any table can hold files' records: columns are matched by name when read."""
 
     def assert_present(self, spark: SparkSession) -> None:
-        """Raise TerminalError if the landing directory does not exist (any file system)."""
+        """Raise ConfigError (key `path`) if the landing directory does not exist (any store).
+
+        The caller restates it with the config file and key path, like the local check made
+        before Spark starts; only a URI (`s3a://...`) is left to this one.
+        """
         fs, path = hadoop_path(spark, self.path)
         if not fs.exists(path):
-            raise TerminalError(f"landing directory {self.path} does not exist")
+            raise ConfigError(f"landing directory {self.path} does not exist", key="path")
 
     def resume_point(self, spark: SparkSession, spec: TableSpec, app_id: str) -> ResumePoint | None:
         """None: which files a lost checkpoint had read is not known from the log alone."""

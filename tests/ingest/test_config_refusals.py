@@ -1070,3 +1070,23 @@ def test_run_pipeline_checks_the_landing_directory_before_creating_the_table(
     with pytest.raises(ConfigFileError, match=r"^pipeline gone: source\.path: landing directory"):
         run_pipeline(spark, pipeline, spec)
     assert not table_exists(spark, spec.name)
+
+
+def test_a_missing_landing_directory_seen_only_by_spark_names_the_config_key(
+    spark: SparkSession, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ingest.runner
+    from ingest.runner import run_pipeline
+
+    # A URI landing directory (s3a://...) passes the local check before Spark: only Spark sees it.
+    monkeypatch.setattr(ingest.runner, "assert_pipeline_ready", lambda *a, **k: None)
+    (project / "lakehouse.toml").write_text(BASE.replace('path = "landing"', 'path = "gone"'))
+    config = load_config(Path("lakehouse.toml"))
+
+    with pytest.raises(ConfigFileError) as info:
+        run_pipeline(spark, config.pipeline("landing"), config.table("events"))
+
+    assert str(info.value) == (
+        "lakehouse.toml: pipelines.landing.source.path: "
+        f"landing directory {project / 'gone'} does not exist"
+    )
