@@ -41,9 +41,10 @@ from quality.records import (
     RECORD_COLUMN,
     SOURCE_FILE_COLUMN,
     UNDECODABLE_PREFIX,
+    decimal_scales,
     reader_option,
 )
-from quality.rescue import render_fields
+from quality.rescue import is_rounded, render_fields
 from tables.spec import RESCUED_COLUMN
 
 if TYPE_CHECKING:
@@ -124,9 +125,15 @@ def split_fields(
 
 
 def file_records(
-    data: bytes | None, columns: Sequence[str], options: Mapping[str, str]
+    data: bytes | None,
+    columns: Sequence[str],
+    options: Mapping[str, str],
+    decimals: Mapping[str, int] | None = None,
 ) -> list[dict[str, Any]]:
-    """Every record of one CSV file as (raw bytes, values in column order, fault, rescued)."""
+    """Every record of one CSV file as (raw bytes, values in column order, fault, rescued).
+
+    `decimals` maps DECIMAL columns to their scale: a value Spark rounds to fit is rescued.
+    """
     if not data:
         return []
     head = data[:10].hex().upper()
@@ -155,7 +162,7 @@ def file_records(
         if has_header and header is None:
             header = [f or "" for f in fields]
             continue
-        out.append({"raw": raw, **_mapped(fields, header, columns)})
+        out.append({"raw": raw, **_mapped(fields, header, columns, decimals or {})})
     return out
 
 
@@ -175,9 +182,13 @@ def _undecodable(codec: str) -> str:
 
 
 def _mapped(
-    fields: list[str | None], header: list[str] | None, columns: Sequence[str]
+    fields: list[str | None],
+    header: list[str] | None,
+    columns: Sequence[str],
+    decimals: Mapping[str, int],
 ) -> dict[str, Any]:
-    """Values in column order by header name (by position without a header), and the rest."""
+    """Values in column order by header name (by position without a header), and the rest:
+    unknown and repeated names, and DECIMAL values rounded to fit (`converted`)."""
     names = header if header is not None else list(columns)
     if len(fields) != len(names):
         has = "the header has" if header is not None else "the table has"
@@ -192,7 +203,12 @@ def _mapped(
         last[name] = value
     values = [last.get(c) for c in columns]
     unknown = [(k, v) for k, v in last.items() if k not in known]
-    rescued = render_fields(unknown, [], list(earlier.items()))
+    rounded = [
+        (k, v)
+        for k, v in last.items()
+        if k in decimals and v is not None and is_rounded(v, decimals[k])
+    ]
+    rescued = render_fields(unknown, rounded, list(earlier.items()))
     return {"values": values, "fault": None, "rescued": rescued}
 
 
@@ -207,7 +223,10 @@ def csv_records(
     """
     names = [f.name for f in schema.fields]
     settings = dict(options)
-    split = F.udf(lambda data: file_records(data, names, settings), ArrayType(RECORD_TYPE))
+    decimals = decimal_scales(schema)
+    split = F.udf(
+        lambda data: file_records(data, names, settings, decimals), ArrayType(RECORD_TYPE)
+    )
     exploded = files.select(
         F.explode(split(content)).alias(_RECORDS), F.col(SOURCE_FILE_COLUMN)
     ).select(f"{_RECORDS}.*", SOURCE_FILE_COLUMN)

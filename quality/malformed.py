@@ -206,7 +206,7 @@ def rescued_summary(rescued: Column) -> Column:
     return F.concat_ws(
         "; ",
         part("fields", "not in the schema"),
-        part("converted", "converted to text"),
+        part("converted", "converted to fit the column"),
         part("duplicates", "repeated in the record"),
     )
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
-from pyspark.sql.types import StringType, StructField, StructType
+from pyspark.sql.types import DecimalType, StringType, StructField, StructType
 
 from quality.rescue import rescued_json
 from tables.spec import RESCUED_COLUMN
@@ -161,8 +161,10 @@ def rescue_flag(line: Column, keys: Column, schema: StructType) -> Column:
     """True when the record may hold something its columns cannot: the exact rescue runs on it.
 
     A key not among the columns (exact case), a key repeated, a non-string token after the key of
-    a STRING column, or an escape sequence in a key (whose decoded name the pattern cannot see).
-    A false alarm costs only the Python check; a row not flagged has nothing to rescue.
+    a STRING column, a number after the key of a DECIMAL column with a non-zero digit beyond its
+    scale or an exponent (Spark rounds it to fit), or an escape sequence in a key (whose decoded
+    name the pattern cannot see). A false alarm costs only the Python check; a row not flagged
+    has nothing to rescue.
     """
     names = F.array(*[F.lit(f.name) for f in schema.fields])
     unknown = F.exists(keys, lambda k: ~F.array_contains(names, k))
@@ -172,7 +174,19 @@ def rescue_flag(line: Column, keys: Column, schema: StructType) -> Column:
     if strings:
         alternatives = "|".join(re.escape(s) for s in strings)
         flag = flag | line.rlike(f'"(?:{alternatives})"\\s*:\\s*[^\\s"]')
+    by_scale: dict[int, list[str]] = {}
+    for name, scale in decimal_scales(schema).items():
+        by_scale.setdefault(scale, []).append(name)
+    for scale, named in sorted(by_scale.items()):
+        alternatives = "|".join(re.escape(n) for n in named)
+        digits = f"(?:\\.[0-9]{{{scale}}}[0-9]*[1-9]|\\.?[0-9]*[eE])"
+        flag = flag | line.rlike(f'"(?:{alternatives})"\\s*:\\s*"?\\s*[-+]?[0-9]*{digits}')
     return keys.isNotNull() & flag
+
+
+def decimal_scales(schema: StructType) -> dict[str, int]:
+    """The DECIMAL columns of a schema and their scales: Spark rounds a value to fit the scale."""
+    return {f.name: f.dataType.scale for f in schema.fields if isinstance(f.dataType, DecimalType)}
 
 
 def with_rescued(batch: DataFrame, schema: StructType) -> tuple[DataFrame, DataFrame | None]:
@@ -191,7 +205,8 @@ def with_rescued(batch: DataFrame, schema: StructType) -> tuple[DataFrame, DataF
         return batch, None
     names = [f.name for f in schema.fields]
     strings = [f.name for f in schema.fields if isinstance(f.dataType, StringType)]
-    rescue = F.udf(lambda s: rescued_json(s, names, strings), StringType())
+    decimals = decimal_scales(schema)
+    rescue = F.udf(lambda s: rescued_json(s, names, strings, decimals), StringType())
     cached = batch.persist(StorageLevel.MEMORY_AND_DISK)
     needs = F.col(RESCUE_INPUT_COLUMN).isNotNull()
     columns = [c for c in batch.columns if c != RESCUE_INPUT_COLUMN]

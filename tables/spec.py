@@ -54,8 +54,8 @@ DedupScope = Literal["batch", "table", "window"]
 AuditPolicy = Literal["warn", "fail", "repair"]
 
 #: What happens to a field the table's schema cannot hold as delivered (a field not in the schema,
-#: a case variant of a column, a value converted to fit a STRING column, a key repeated in one
-#: object): `rescue` lands the row and keeps the exact original in the `_lh_rescued` column,
+#: a case variant of a column, a value converted to fit a STRING or DECIMAL column, a key repeated
+#: in one object): `rescue` lands the row and keeps the exact original in the `_lh_rescued` column,
 #: `quarantine` sends the row to quarantine with a reason, `fail` stops the batch before it commits.
 UnknownFields = Literal["rescue", "quarantine", "fail"]
 
