@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 from ingest.admin.apps import finish_reset, pending_reset
 from ingest.checkpoint import hold_checkpoint
 from ingest.commit import BatchResult, commit_batch
-from ingest.config.checks import assert_pipeline_ready
+from ingest.config.checks import assert_pipeline_ready, origin_of
+from ingest.config.where import located
 from ingest.decisions import is_checkpoint_lost
 from ingest.outcomes import assert_not_held, audit_after_commit, outcomes_of, recover_outcomes
 from ingest.sources.resume import read_batch_base, write_batch_base
@@ -118,7 +119,8 @@ def run_pipeline(
     """
     assert_pipeline_ready(pipeline, trigger)
     trigger_args = parse_trigger(trigger or pipeline.trigger)
-    pipeline.source.assert_present(spark)
+    with located(origin_of(pipeline) / "source"):
+        pipeline.source.assert_present(spark)
     ensure_table(spark, spec)
     ensure_quarantine_table(spark, spec)
     report = RunReport(

@@ -6,9 +6,12 @@ import re
 from typing import Any
 
 from tables.errors import ConfigError
+from tables.identifiers import shorten
 
 AVAILABLE_NOW = "available-now"
-_INTERVAL = re.compile(r"^(?:every\s+)?(\d+)\s*(second|minute|hour)s?$", re.I)
+#: ASCII only: `\d` would take other scripts' digits (U+0663 ARABIC-INDIC DIGIT THREE) and re.I
+#: the long s (U+017F) or the Kelvin sign as letters of the unit.
+_INTERVAL = re.compile(r"^(?:every\s+)?([0-9]+)\s*(second|minute|hour)s?$", re.I | re.ASCII)
 
 
 def parse_trigger(text: str) -> dict[str, Any]:
@@ -25,7 +28,7 @@ def parse_trigger(text: str) -> dict[str, Any]:
     if match and int(match.group(1)) > 0:
         return {"processingTime": f"{int(match.group(1))} {match.group(2)}s"}
     raise ConfigError(
-        f"invalid trigger {text!r}: use 'available-now' or an interval such as '30 seconds'"
+        f"invalid trigger {shorten(text)}: use 'available-now' or an interval such as '30 seconds'"
     )
 
 

@@ -9,7 +9,9 @@ per file, its bytes undecoded) and split here, in Python, once per file:
 - with a header (the default), each field goes to the column its header names; a header name
   that is not a column (or a case variant of one) is rescued, a repeated name lands its last
   field and rescues the others, a column the header lacks is NULL;
-- each record keeps its exact bytes, and one that is not UTF-8 is never decoded;
+- each record keeps its exact bytes, and one that is not UTF-8 is never decoded; a header line
+  that is not UTF-8 names no column, so every record of its file is quarantined (none is taken
+  as the header in its place);
 - a file that starts with a compression magic number is one undecodable-file record.
 
 The fields are then typed by Spark (`try_cast`), and the rows go through the same
@@ -39,14 +41,20 @@ from quality.records import (
     RECORD_COLUMN,
     SOURCE_FILE_COLUMN,
     UNDECODABLE_PREFIX,
+    decimal_scales,
+    reader_option,
 )
-from quality.rescue import render_fields
+from quality.rescue import is_rounded, render_fields
 from tables.spec import RESCUED_COLUMN
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
 _RECORDS = "_lh_csv_records"
+HEADER_NOT_UTF8 = (
+    "malformed CSV: the file's header line is not valid UTF-8, so no record of the file can be "
+    "matched to columns (each keeps its exact text or bytes)"
+)
 #: What the per-file split returns for each record.
 RECORD_TYPE = StructType(
     [
@@ -117,25 +125,34 @@ def split_fields(
 
 
 def file_records(
-    data: bytes | None, columns: Sequence[str], options: Mapping[str, str]
+    data: bytes | None,
+    columns: Sequence[str],
+    options: Mapping[str, str],
+    decimals: Mapping[str, int] | None = None,
 ) -> list[dict[str, Any]]:
-    """Every record of one CSV file as (raw bytes, values in column order, fault, rescued)."""
+    """Every record of one CSV file as (raw bytes, values in column order, fault, rescued).
+
+    `decimals` maps DECIMAL columns to their scale: a value Spark rounds to fit is rescued.
+    """
     if not data:
         return []
     head = data[:10].hex().upper()
     for magic, codec in MAGIC_NUMBERS.items():
         if head.startswith(magic):
             return [{"raw": None, "values": None, "fault": _undecodable(codec), "rescued": None}]
-    sep = options.get("sep") or options.get("delimiter") or ","
-    quote = options.get("quote") or '"'
-    escape = options.get("escape") or "\\"
-    has_header = str(options.get("header", "true")).lower() == "true"
+    sep = reader_option(options, "sep") or reader_option(options, "delimiter") or ","
+    quote = reader_option(options, "quote") or '"'
+    escape = reader_option(options, "escape") or "\\"
+    has_header = str(reader_option(options, "header") or "true").lower() == "true"
     records = [r for r in split_records(data.removeprefix(b"\xef\xbb\xbf"), quote, escape)]
+    records = [r for r in records if r.strip()]
+    if has_header and records and not _is_utf8(records[0]):
+        return [
+            {"raw": r, "values": None, "fault": HEADER_NOT_UTF8, "rescued": None} for r in records
+        ]
     header: list[str] | None = None
     out: list[dict[str, Any]] = []
     for raw in records:
-        if not raw.strip():
-            continue
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
@@ -145,8 +162,16 @@ def file_records(
         if has_header and header is None:
             header = [f or "" for f in fields]
             continue
-        out.append({"raw": raw, **_mapped(fields, header, columns)})
+        out.append({"raw": raw, **_mapped(fields, header, columns, decimals or {})})
     return out
+
+
+def _is_utf8(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _undecodable(codec: str) -> str:
@@ -157,9 +182,13 @@ def _undecodable(codec: str) -> str:
 
 
 def _mapped(
-    fields: list[str | None], header: list[str] | None, columns: Sequence[str]
+    fields: list[str | None],
+    header: list[str] | None,
+    columns: Sequence[str],
+    decimals: Mapping[str, int],
 ) -> dict[str, Any]:
-    """Values in column order by header name (by position without a header), and the rest."""
+    """Values in column order by header name (by position without a header), and the rest:
+    unknown and repeated names, and DECIMAL values rounded to fit (`converted`)."""
     names = header if header is not None else list(columns)
     if len(fields) != len(names):
         has = "the header has" if header is not None else "the table has"
@@ -174,7 +203,12 @@ def _mapped(
         last[name] = value
     values = [last.get(c) for c in columns]
     unknown = [(k, v) for k, v in last.items() if k not in known]
-    rescued = render_fields(unknown, [], list(earlier.items()))
+    rounded = [
+        (k, v)
+        for k, v in last.items()
+        if k in decimals and v is not None and is_rounded(v, decimals[k])
+    ]
+    rescued = render_fields(unknown, rounded, list(earlier.items()))
     return {"values": values, "fault": None, "rescued": rescued}
 
 
@@ -189,7 +223,10 @@ def csv_records(
     """
     names = [f.name for f in schema.fields]
     settings = dict(options)
-    split = F.udf(lambda data: file_records(data, names, settings), ArrayType(RECORD_TYPE))
+    decimals = decimal_scales(schema)
+    split = F.udf(
+        lambda data: file_records(data, names, settings, decimals), ArrayType(RECORD_TYPE)
+    )
     exploded = files.select(
         F.explode(split(content)).alias(_RECORDS), F.col(SOURCE_FILE_COLUMN)
     ).select(f"{_RECORDS}.*", SOURCE_FILE_COLUMN)

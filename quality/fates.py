@@ -6,7 +6,9 @@ works on a classified batch (`quality.malformed.classify`) and decides nothing a
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING
+from urllib.parse import unquote
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -18,12 +20,12 @@ from quality.malformed import (
     rescued_summary,
 )
 from quality.quarantine import REASON_COLUMN, SOURCE_COLUMN
-from quality.records import FAULT_COLUMN, UNDECODABLE_PREFIX
+from quality.records import FAULT_COLUMN, magic_codec, undecodable_reason
 from tables.errors import UnknownFieldsError
 from tables.spec import RESCUED_COLUMN
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
     from tables.spec import TableSpec
@@ -39,20 +41,46 @@ def landed_columns(schema: StructType, rows: DataFrame) -> list[Column]:
     return [*(F.col(n) for n in schema.fieldNames()), rescued]
 
 
-def one_row_per_undecodable_file(classified: DataFrame, files: tuple[str, ...]) -> DataFrame:
+def undecodable_files(spark: SparkSession, candidates: Collection[str]) -> dict[str, str]:
+    """The candidate files whose first bytes are a compression magic number, with the codec.
+
+    A line inside a JSON file may start with a magic number by chance (`BZh`, `PK\x03\x04` are
+    printable), so a file is undecodable only when its first line starts with one. Each
+    candidate's first line is read back with Spark's text reader (one small job per candidate,
+    only when a row starts with a magic number): a public API, where Spark Connect can follow.
+    """
+    found: dict[str, str] = {}
+    for name in sorted(candidates):
+        # `_metadata.file_path` is URL-encoded; the reader takes the decoded path.
+        first = (
+            spark.read.format("text")
+            .load(unquote(name))
+            .select(magic_codec(F.col("value")).alias("codec"))
+            .limit(1)
+            .collect()
+        )
+        if first and first[0]["codec"] is not None:
+            found[name] = str(first[0]["codec"])
+    return found
+
+
+def one_row_per_undecodable_file(classified: DataFrame, files: Mapping[str, str]) -> DataFrame:
     """Replace the garbage rows read from undecodable files by one quarantine row per file.
 
     A compressed file named as plain text reads as lines of random bytes; they are not records,
-    so the file itself is the one rejected row, named in `_lh_source` with the reason (taken
-    from its first bytes) and no raw text. Its rows are dropped, not counted.
+    so the file itself is the one rejected row, named in `_lh_source` with the reason (from the
+    codec its first bytes name, `files` maps each file to it) and no raw text. Its rows are
+    dropped, not counted.
     """
     in_files = F.col(SOURCE_FILE_COLUMN).isin(list(files))
     kept = classified.filter(~in_files)
-    undecodable = F.col(FAULT_COLUMN).startswith(UNDECODABLE_PREFIX)
+    codecs = F.create_map(*[F.lit(x) for pair in sorted(files.items()) for x in pair])
+    reason = undecodable_reason(F.element_at(codecs, F.col(SOURCE_FILE_COLUMN)))
     per_file = (
-        classified.filter(in_files & undecodable)
-        .groupBy(SOURCE_FILE_COLUMN)
-        .agg(F.min(FAULT_COLUMN).alias(FAULT_COLUMN))
+        classified.filter(in_files)
+        .select(SOURCE_FILE_COLUMN)
+        .distinct()
+        .select(SOURCE_FILE_COLUMN, reason.alias(FAULT_COLUMN))
     )
     values = {
         SOURCE_FILE_COLUMN: F.col(SOURCE_FILE_COLUMN),

@@ -39,6 +39,7 @@ from quality.records import (
     FAULT_COLUMN,
     RECORD_COLUMN,
     SOURCE_FILE_COLUMN,
+    reader_option,
 )
 from tables.spec import RESCUED_COLUMN
 
@@ -90,7 +91,7 @@ def unparsed_reason(
             .otherwise(F.coalesce(type_mismatch(schema, tokens), generic))
         )
     if raw_format == "csv":
-        sep = (options or {}).get("sep") or (options or {}).get("delimiter") or ","
+        sep = reader_option(options, "sep") or reader_option(options, "delimiter") or ","
         stripped = F.regexp_replace(raw, _QUOTED_FIELD, "")
         found = F.size(F.split(stripped, f"\\Q{sep}\\E", -1))
         expected = len(schema.fields)
@@ -205,7 +206,7 @@ def rescued_summary(rescued: Column) -> Column:
     return F.concat_ws(
         "; ",
         part("fields", "not in the schema"),
-        part("converted", "converted to text"),
+        part("converted", "converted to fit the column"),
         part("duplicates", "repeated in the record"),
     )
 

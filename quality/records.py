@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
-from pyspark.sql.types import StringType, StructField, StructType
+from pyspark.sql.types import DecimalType, StringType, StructField, StructType
 
 from quality.rescue import rescued_json
 from tables.spec import RESCUED_COLUMN
@@ -33,6 +33,9 @@ SOURCE_FILE_COLUMN = "_lh_source_file"
 RECORD_COLUMN = "_lh_record"
 #: A reason the reader found before parsing (invalid UTF-8, trailing text, undecodable file).
 FAULT_COLUMN = "_lh_fault"
+#: The codec whose magic number starts the line, else NULL: the file is undecodable only if its
+#: first line starts so (`quality.fates.undecodable_files` confirms it).
+MAGIC_COLUMN = "_lh_magic"
 #: The record's text when the exact rescue must look at it, else NULL (see `with_rescued`).
 RESCUE_INPUT_COLUMN = "_lh_rescue_input"
 _LINE, _PARSED, _KEYS, _FLAG = "_lh_line", "_lh_parsed", "_lh_keys", "_lh_flag"
@@ -51,6 +54,12 @@ MAGIC_NUMBERS = {
     "FF060000734E61507059": "snappy",
     "504B0304": "zip",
 }
+
+
+def reader_option(options: Mapping[str, str] | None, name: str) -> str | None:
+    """A reader option's value looked up with case ignored, as Spark matches option names."""
+    wanted = name.lower()
+    return next((v for k, v in (options or {}).items() if k.lower() == wanted), None)
 
 
 def undecodable_reason(codec: Column) -> Column:
@@ -95,9 +104,11 @@ def json_records(
     Returns the schema's columns (null when the record does not parse), `_lh_corrupt` (the text
     when it does not parse or fit), `_lh_record` (the exact text, always), `_lh_fault`,
     `_lh_rescue_input` (the text of the rows `with_rescued` must look at) and the `passthrough`
-    columns. With `detect_files`, a row whose bytes start
-    with a compression magic number gets the undecodable-file fault. `parse_options` are Spark
-    JSON options for `from_json` (`timestampFormat`, ...).
+    columns. With `detect_files`, `_lh_magic` names the codec whose magic number starts a row's
+    bytes: only a candidate, since a junk line inside a file may start with `BZh` or `PK\x03\x04`
+    too; the file is undecodable only when its first line does (`quality.fates`), and the row
+    keeps its own fault meanwhile. `parse_options` are Spark JSON options for `from_json`
+    (`timestampFormat`, ...).
     """
     line = F.regexp_replace(text, "^\\x{FEFF}", "")
     fields = [StructField(f.name, f.dataType, True) for f in schema.fields]
@@ -119,14 +130,14 @@ def json_records(
     fault = F.when(~F.is_valid_utf8(record), F.lit(INVALID_UTF8)).when(
         keys.isNotNull() & (F.coalesce(wrapped, F.lit(0)) != 1), F.lit(TRAILING_TEXT)
     )
-    if detect_files:
-        codec = magic_codec(record)
-        fault = F.when(codec.isNotNull(), undecodable_reason(codec)).otherwise(fault)
+    magic = [magic_codec(record).alias(MAGIC_COLUMN)] if detect_files else []
+    magic_out = [F.col(MAGIC_COLUMN)] if detect_files else []
     names = [f.name for f in schema.fields]
     flagged = staged.select(
         "*",
         fault.alias(FAULT_COLUMN),
         rescue_flag(F.col(_LINE), keys, schema).alias(_FLAG),
+        *magic,
     )
     # Spark's parser accepts what strict JSON does not (NaN, single quotes, ...); such a line has
     # no object keys under the strict parser and is malformed too, not landed half-read.
@@ -142,6 +153,7 @@ def json_records(
         F.col(FAULT_COLUMN),
         F.when(corrupt.isNull() & F.col(_FLAG), F.col(_LINE)).alias(RESCUE_INPUT_COLUMN),
         *[F.col(c) for c in staged.columns[4:]],
+        *magic_out,
     )
 
 
@@ -149,8 +161,10 @@ def rescue_flag(line: Column, keys: Column, schema: StructType) -> Column:
     """True when the record may hold something its columns cannot: the exact rescue runs on it.
 
     A key not among the columns (exact case), a key repeated, a non-string token after the key of
-    a STRING column, or an escape sequence in a key (whose decoded name the pattern cannot see).
-    A false alarm costs only the Python check; a row not flagged has nothing to rescue.
+    a STRING column, a number after the key of a DECIMAL column with a non-zero digit beyond its
+    scale or an exponent (Spark rounds it to fit), or an escape sequence in a key (whose decoded
+    name the pattern cannot see). A false alarm costs only the Python check; a row not flagged
+    has nothing to rescue.
     """
     names = F.array(*[F.lit(f.name) for f in schema.fields])
     unknown = F.exists(keys, lambda k: ~F.array_contains(names, k))
@@ -160,7 +174,19 @@ def rescue_flag(line: Column, keys: Column, schema: StructType) -> Column:
     if strings:
         alternatives = "|".join(re.escape(s) for s in strings)
         flag = flag | line.rlike(f'"(?:{alternatives})"\\s*:\\s*[^\\s"]')
+    by_scale: dict[int, list[str]] = {}
+    for name, scale in decimal_scales(schema).items():
+        by_scale.setdefault(scale, []).append(name)
+    for scale, named in sorted(by_scale.items()):
+        alternatives = "|".join(re.escape(n) for n in named)
+        digits = f"(?:\\.[0-9]{{{scale}}}[0-9]*[1-9]|\\.?[0-9]*[eE])"
+        flag = flag | line.rlike(f'"(?:{alternatives})"\\s*:\\s*"?\\s*[-+]?[0-9]*{digits}')
     return keys.isNotNull() & flag
+
+
+def decimal_scales(schema: StructType) -> dict[str, int]:
+    """The DECIMAL columns of a schema and their scales: Spark rounds a value to fit the scale."""
+    return {f.name: f.dataType.scale for f in schema.fields if isinstance(f.dataType, DecimalType)}
 
 
 def with_rescued(batch: DataFrame, schema: StructType) -> tuple[DataFrame, DataFrame | None]:
@@ -179,7 +205,8 @@ def with_rescued(batch: DataFrame, schema: StructType) -> tuple[DataFrame, DataF
         return batch, None
     names = [f.name for f in schema.fields]
     strings = [f.name for f in schema.fields if isinstance(f.dataType, StringType)]
-    rescue = F.udf(lambda s: rescued_json(s, names, strings), StringType())
+    decimals = decimal_scales(schema)
+    rescue = F.udf(lambda s: rescued_json(s, names, strings, decimals), StringType())
     cached = batch.persist(StorageLevel.MEMORY_AND_DISK)
     needs = F.col(RESCUE_INPUT_COLUMN).isNotNull()
     columns = [c for c in batch.columns if c != RESCUE_INPUT_COLUMN]

@@ -5,7 +5,9 @@
 - `fields`: the top-level fields that are not columns of the table (unknown fields, case
   variants such as `QTY` for column `qty`, blank or odd names), name -> value as delivered;
 - `converted`: for a STRING column that received an object, array, number or bool, the value as
-  delivered (the column holds Spark's text rendering of it);
+  delivered (the column holds Spark's text rendering of it); for a DECIMAL column, a number (or
+  numeric string) with more fractional digits than the column's scale keeps, as delivered (the
+  column holds it rounded to the scale, as Spark does);
 - `duplicates`: for a key that appears more than once in the object, the values that did not
   land (every occurrence but the last, in order; the last one lands, as Spark reads it).
 
@@ -18,8 +20,9 @@ text and key pairs), so it is applied only to the rows that a Spark-native check
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 BOM = "\ufeff"
@@ -71,11 +74,38 @@ def render(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def rescued_json(line: str | None, columns: Sequence[str], strings: Sequence[str]) -> str | None:
+def is_rounded(text: str, scale: int) -> bool:
+    """True if the number `text` has a non-zero digit beyond `scale` fractional digits.
+
+    Spark rounds such a value into a DECIMAL(p, scale) column (17.505 -> 17.51) without a
+    word; trailing zeros (17.500) change nothing. Text that is not a finite number is False:
+    Spark does not land it as a decimal at all.
+    """
+    try:
+        value = Decimal(text.strip())
+    except InvalidOperation:
+        return False
+    if not value.is_finite():
+        return False
+    _, digits, exponent = value.as_tuple()
+    assert isinstance(exponent, int)  # a finite number's exponent
+    kept = len(digits)
+    while exponent < 0 and kept > 0 and digits[kept - 1] == 0:
+        kept, exponent = kept - 1, exponent + 1
+    return exponent < -scale
+
+
+def rescued_json(
+    line: str | None,
+    columns: Sequence[str],
+    strings: Sequence[str],
+    decimals: Mapping[str, int] | None = None,
+) -> str | None:
     """The `_lh_rescued` text for one JSON record, or None when every field fits its column.
 
     `columns` are the table's column names the record may set (exact case); `strings` are those
-    of type STRING. A line that is not a JSON object gives None: the reader quarantines it.
+    of type STRING; `decimals` maps DECIMAL columns to their scale. A line that is not a JSON
+    object gives None: the reader quarantines it.
     """
     if line is None:
         return None
@@ -93,12 +123,20 @@ def rescued_json(line: str | None, columns: Sequence[str], strings: Sequence[str
             earlier.setdefault(key, []).append(last[key])
         last[key] = value
     fields = [(k, v) for k, v in last.items() if k not in known]
+    scales = decimals or {}
     converted = [
         (k, v)
         for k, v in last.items()
-        if k in text_columns and v is not None and not isinstance(v, str)
+        if (k in text_columns and v is not None and not isinstance(v, str))
+        or (k in scales and _is_rounded_value(v, scales[k]))
     ]
     return render_fields(fields, converted, list(earlier.items()))
+
+
+def _is_rounded_value(value: Any, scale: int) -> bool:
+    if isinstance(value, _Number):
+        return is_rounded(value.text, scale)
+    return isinstance(value, str) and is_rounded(value, scale)
 
 
 def render_fields(

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Literal, get_args
 
 from tables.errors import ConfigError
+from tables.identifiers import shorten
 
 CatalogKind = Literal["warehouse", "hive"]
 
@@ -38,7 +39,9 @@ class CatalogSpec:
 
     def __post_init__(self) -> None:
         if self.kind not in get_args(CatalogKind):
-            raise ConfigError(f"kind must be one of {get_args(CatalogKind)}, got {self.kind!r}")
+            raise ConfigError(
+                f"kind must be one of {get_args(CatalogKind)}, got {shorten(self.kind)}"
+            )
         if self.kind == "warehouse":
             if self.url or self.user or self.password_env:
                 raise ConfigError("url, user and password_env apply to kind = 'hive' only")
@@ -47,7 +50,8 @@ class CatalogSpec:
             raise ConfigError("kind = 'hive' needs url (e.g. jdbc:postgresql://host:5432/db)")
         if self.database_kind not in _DRIVERS:
             raise ConfigError(
-                f"url {self.url!r}: the metastore database must be one of {sorted(_DRIVERS)} "
+                f"url {shorten(self.url)}: the metastore database must be one of "
+                f"{sorted(_DRIVERS)} "
                 "(jdbc:postgresql://HOST:PORT/DATABASE)"
             )
 

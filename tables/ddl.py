@@ -3,8 +3,8 @@
 `name TYPE [NOT NULL] [COMMENT '...'], ...` (or the legacy `name: TYPE`, or the whole list in
 `struct<...>`), with nested types (`STRUCT<a: INT, b: ARRAY<STRING>>`, `DECIMAL(10, 2)`),
 backquoted names (`` `a``b` ``) and quoted comments that may hold commas. Only the top-level
-column names and the leading word of each type are read: the types themselves are left to
-Spark's parser, which runs when Spark starts. This lets the config loader refuse a key column
+column names and the text of each type are split here; `tables.ddl_types` reads the type names,
+and Spark's parser, when Spark starts, the rest. This lets the config loader refuse a key column
 that is not in the schema, a duplicate column or a reserved name in milliseconds.
 """
 

@@ -17,6 +17,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from tables.ddl import parse_columns
+from tables.ddl_types import validate_type
 from tables.errors import ConfigError, KeyPath, first_line
 from tables.identifiers import case_collisions, shorten, validate_column_name, validate_table_name
 from tables.spec_rules import RESERVED_PREFIX as RESERVED_PREFIX
@@ -53,8 +54,8 @@ DedupScope = Literal["batch", "table", "window"]
 AuditPolicy = Literal["warn", "fail", "repair"]
 
 #: What happens to a field the table's schema cannot hold as delivered (a field not in the schema,
-#: a case variant of a column, a value converted to fit a STRING column, a key repeated in one
-#: object): `rescue` lands the row and keeps the exact original in the `_lh_rescued` column,
+#: a case variant of a column, a value converted to fit a STRING or DECIMAL column, a key repeated
+#: in one object): `rescue` lands the row and keeps the exact original in the `_lh_rescued` column,
 #: `quarantine` sends the row to quarantine with a reason, `fail` stops the batch before it commits.
 UnknownFields = Literal["rescue", "quarantine", "fail"]
 
@@ -279,8 +280,8 @@ class TableSpec:
     def _check_columns(self) -> None:
         """Check the schema's column names and every column the spec names, without Spark.
 
-        The types are left to Spark's parser (`data_schema`); only names and the leading word
-        of each type are read here.
+        Type names are read against Spark's type grammar (`tables.ddl_types`); the values of
+        type parameters and the clauses after a type are left to Spark's parser (`data_schema`).
         """
         owner = f"table {self.name}"
         if not isinstance(self.schema_ddl, str) or not self.schema_ddl.strip():
@@ -291,6 +292,10 @@ class TableSpec:
             raise refusal(owner, "schema", f"cannot read the column list: {exc.reason}") from None
         for column in columns:
             check_column(owner, "schema", column.name)
+            try:
+                validate_type(column.type_text)
+            except ConfigError as exc:
+                raise refusal(owner, "schema", f"{exc.reason} for column {column.name}") from None
         for group in case_collisions(c.name for c in columns):
             raise refusal(
                 owner, "schema", f"column declared twice: {', '.join(map(shorten, group))}"

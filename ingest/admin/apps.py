@@ -78,10 +78,15 @@ def reset_direction(current: int | None, target: int) -> ResetDirection:
     return "back" if current is None or target < current else "forward"
 
 
-def validate_reset(current: int | None, target: int, *, force: bool) -> ResetDirection:
-    """Check a reset: the target is >= -1, and moving forward (skipping batches) needs force."""
+def validate_reset_target(target: int) -> None:
+    """Refuse a reset target below -1; pure, so it is checked before Spark starts."""
     if target < -1:
         raise ConfigError(f"--to-batch must be -1 (nothing committed) or a batch id, got {target}")
+
+
+def validate_reset(current: int | None, target: int, *, force: bool) -> ResetDirection:
+    """Check a reset: the target is >= -1, and moving forward (skipping batches) needs force."""
+    validate_reset_target(target)
     direction = reset_direction(current, target)
     if direction == "forward" and not force:
         raise ConfigError(
@@ -112,9 +117,16 @@ class PendingReset:
         )
 
 
-def is_marker_moved(current: int | None, to_batch: int) -> bool:
-    """True if a quarantine or audit marker no longer skips any batch above `to_batch`."""
-    return current is None or current <= to_batch
+def is_marker_moved(current: int | None, to_batch: int, *, forward: bool) -> bool:
+    """True if a quarantine or audit marker is where a reset to `to_batch` left it, or beyond.
+
+    A reset back has moved a marker once it no longer skips a batch above `to_batch`; a reset
+    forward, once the marker is no longer below it (else its batches' rejected rows and audit
+    records would be written again for batches the target skips). A marker past a forward
+    reset's batch may be a later batch's, written before its target commit: it is left alone.
+    """
+    level = -1 if current is None else current
+    return level >= to_batch if forward else level <= to_batch
 
 
 def pending_reset(spark: SparkSession, table: str, app_id: str) -> PendingReset | None:
@@ -124,13 +136,15 @@ def pending_reset(spark: SparkSession, table: str, app_id: str) -> PendingReset 
         return None
     latest = entries[0]
     to_batch = latest.meta.batch_id
+    moved_from = latest.meta.source.get("from")
+    forward = isinstance(moved_from, int) and to_batch > moved_from
     behind: list[tuple[Marker, int]] = []
     _, *followers = batch_markers(table, app_id)
     for marker in followers:
         if not table_exists(spark, marker.table):
             continue
         current = committed_batch(spark, marker.table, marker.txn_app_id)
-        if not is_marker_moved(current, to_batch):
+        if not is_marker_moved(current, to_batch, forward=forward):
             behind.append((marker, current if current is not None else -1))
     if not behind:
         return None
@@ -151,14 +165,16 @@ def finish_reset(spark: SparkSession, pending: PendingReset) -> None:
 
 
 def reset_app(spark: SparkSession, table: str, app_id: str, to_batch: int) -> int:
-    """Move every marker the app owns to `to_batch`; return the version of the target's reset.
+    """Move every marker the app owns to exactly `to_batch`; return the target reset's version.
 
     After it, batches above `to_batch` are treated as new in all three tables (target,
-    quarantine, audit record); `-1` means nothing is committed, so a fresh checkpoint may start
-    again at batch 0. Order: the target's commit comes first and is the record of the intent (its
-    ledger entry names every marker the reset moves); the quarantine and audit markers follow,
-    one commit each. A crash between them leaves a ledger entry whose markers are not all moved:
-    `pending_reset` finds it, and a re-run of reset-app or the next ingest finishes it.
+    quarantine, audit record), and batches up to it as done, forward or back; `-1` means nothing
+    is committed, so a fresh checkpoint may start again at batch 0. Order: the target's commit
+    comes first and is the record of the intent (its ledger entry names every marker the reset
+    moves); the quarantine and audit markers follow, one commit each (a marker already at
+    `to_batch`, or in a table not created yet, has none). A crash between them leaves a ledger
+    entry whose markers are not all moved: `pending_reset` finds it, and a re-run of reset-app
+    or the next ingest finishes it.
     """
     validate_app_id(app_id)
     require_table(spark, table)
@@ -175,7 +191,12 @@ def reset_app(spark: SparkSession, table: str, app_id: str, to_batch: int) -> in
     )
     version = commit_markers(spark, table, {app_id: to_batch}, meta)
     fault_point("mid_reset", to_batch)
-    pending = pending_reset(spark, table, app_id)
-    if pending is not None:
-        finish_reset(spark, pending)
+    elsewhere: list[tuple[Marker, int]] = []
+    for marker in markers[1:]:
+        if not table_exists(spark, marker.table):
+            continue
+        current = committed_batch(spark, marker.table, marker.txn_app_id)
+        if (-1 if current is None else current) != to_batch:
+            elsewhere.append((marker, -1 if current is None else current))
+    finish_reset(spark, PendingReset(table, app_id, to_batch, version, tuple(elsewhere)))
     return version

@@ -212,12 +212,18 @@ def reset_app(
     short is reported and finished first. Moving back re-admits batches (their rows may land
     again if read again); moving forward skips batches and needs --force.
     """
-    from ingest.admin.apps import finish_reset, pending_reset, validate_reset
+    from ingest.admin.apps import (
+        finish_reset,
+        pending_reset,
+        validate_reset,
+        validate_reset_target,
+    )
     from ingest.admin.apps import reset_app as run_reset
     from tables.log import committed_batch
 
     validate_table_name(table)
     validate_app_id(app_id)
+    validate_reset_target(to_batch)
     spark = spark_for(load_config(config, required=False))
     pending = pending_reset(spark, table, app_id)
     if pending is not None:
@@ -239,5 +245,5 @@ def reset_app(
     version = run_reset(spark, table, app_id, to_batch)
     emit(
         f"{table}: marker of {app_id} moved from {current} to {to_batch} (version {version}); "
-        "its quarantine and audit markers no longer skip the batches above it"
+        f"its quarantine and audit markers are at {to_batch} too"
     )

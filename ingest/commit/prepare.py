@@ -15,7 +15,11 @@ from pyspark.sql.types import StructType
 
 from ingest.decisions import TimeWindow
 from quality.expectations import quarantine_reasons
-from quality.fates import assert_nothing_rescued, one_row_per_undecodable_file
+from quality.fates import (
+    assert_nothing_rescued,
+    one_row_per_undecodable_file,
+    undecodable_files,
+)
 from quality.malformed import (
     COPY_COLUMN,
     CORRUPT_COLUMN,
@@ -27,9 +31,9 @@ from quality.malformed import (
 from quality.quarantine import REASON_COLUMN
 from quality.records import (
     FAULT_COLUMN,
+    MAGIC_COLUMN,
     RECORD_COLUMN,
     RESCUE_INPUT_COLUMN,
-    UNDECODABLE_PREFIX,
     with_rescued,
 )
 from tables.catalog import schema_differences
@@ -53,6 +57,7 @@ READER_COLUMNS = (
     FAULT_COLUMN,
     RESCUED_COLUMN,
     RESCUE_INPUT_COLUMN,
+    MAGIC_COLUMN,
 )
 
 
@@ -66,7 +71,7 @@ class BatchStats:
     files: tuple[str, ...]
     rows_copies: int = 0
     newest_time: str | None = None
-    undecodable_files: tuple[str, ...] = ()
+    magic_files: tuple[str, ...] = ()
     key_bounds: tuple[tuple[str, Any, Any], ...] = ()
 
 
@@ -104,8 +109,9 @@ def prepare_batch(
         if read is not None:
             read.unpersist()
     try:
-        if stats.undecodable_files:
-            collapsed = one_row_per_undecodable_file(classified, stats.undecodable_files)
+        undecodable = undecodable_files(spark, stats.magic_files) if stats.magic_files else {}
+        if undecodable:
+            collapsed = one_row_per_undecodable_file(classified, undecodable)
             collapsed = collapsed.persist(StorageLevel.MEMORY_AND_DISK)
             classified.unpersist()
             classified = collapsed
@@ -178,14 +184,10 @@ def batch_stats(
         aggregates.append(F.sum(F.col(COPY_COLUMN).cast("int")).alias("copies"))
     if SOURCE_FILE_COLUMN in classified.columns:
         aggregates.append(F.collect_set(SOURCE_FILE_COLUMN).alias("files"))
-    if FAULT_COLUMN in classified.columns and SOURCE_FILE_COLUMN in classified.columns:
-        # Rows of an undecodable file not yet collapsed to one row still carry their text.
-        undecodable = (
-            F.col(FAULT_COLUMN).startswith(UNDECODABLE_PREFIX) & F.col(CORRUPT_COLUMN).isNotNull()
-        )
-        aggregates.append(
-            F.collect_set(F.when(undecodable, F.col(SOURCE_FILE_COLUMN))).alias("undecodable")
-        )
+    if MAGIC_COLUMN in classified.columns and SOURCE_FILE_COLUMN in classified.columns:
+        # Files with a line that starts with a magic number: candidates for an undecodable file.
+        magic = F.col(MAGIC_COLUMN).isNotNull()
+        aggregates.append(F.collect_set(F.when(magic, F.col(SOURCE_FILE_COLUMN))).alias("magic"))
     if time_column is not None:
         pattern = "yyyy-MM-dd" if _is_date(schema, time_column) else "yyyy-MM-dd HH:mm:ss.SSSSSS"
         valid_time = F.when(F.col(REASON_COLUMN).isNull(), F.col(time_column))
@@ -204,7 +206,7 @@ def batch_stats(
         content_hash=digest,
         files=tuple(sorted(row.get("files") or ())),
         newest_time=row.get("newest"),
-        undecodable_files=tuple(sorted(row.get("undecodable") or ())),
+        magic_files=tuple(sorted(row.get("magic") or ())),
         key_bounds=tuple((k, row[f"key_min_{i}"], row[f"key_max_{i}"]) for i, k in enumerate(keys)),
     )
 

@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from ingest.decisions import is_content_conflict, is_same_fingerprint
-from quality.fates import one_row_per_undecodable_file
+from quality.fates import one_row_per_undecodable_file, undecodable_files
 from quality.malformed import COPY_COLUMN, classify_rows
 from quality.records import with_rescued
 from tables.errors import BatchContentMismatchError
@@ -69,9 +69,10 @@ def skip_committed(
         incoming = batch_stats(classified, schema)
         if read is not None:
             read.unpersist()
-        if incoming.undecodable_files:
+        undecodable = undecodable_files(spark, incoming.magic_files) if incoming.magic_files else {}
+        if undecodable:
             collapsed = one_row_per_undecodable_file(
-                classified.withColumn(COPY_COLUMN, F.lit(False)), incoming.undecodable_files
+                classified.withColumn(COPY_COLUMN, F.lit(False)), undecodable
             )
             incoming = batch_stats(collapsed, schema)
     finally:

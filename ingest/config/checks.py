@@ -141,7 +141,7 @@ def _check_table_columns(config: LakehouseConfig, root: Where) -> None:
 def assert_pipeline_ready(pipeline: PipelineSpec, trigger: str | None = None) -> None:
     """Refuse, before Spark starts, a pipeline whose local landing directory or checkpoint is
     unusable, or a trigger override that does not parse."""
-    where = _origin(pipeline)
+    where = origin_of(pipeline)
     if trigger is not None:
         try:
             parse_trigger(trigger)
@@ -164,7 +164,7 @@ def assert_pipeline_ready(pipeline: PipelineSpec, trigger: str | None = None) ->
             )
 
 
-def _origin(pipeline: PipelineSpec) -> Where:
+def origin_of(pipeline: PipelineSpec) -> Where:
     """The pipeline's place in its file, or its name when it was built in code."""
     if pipeline.config_file is not None:
         return Where(pipeline.config_file, ("pipelines", pipeline.name))

@@ -18,10 +18,11 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
+from ingest.sources.file_options import TEXT_OPTIONS, reader_options
 from ingest.sources.fingerprint import files_fingerprint, with_fingerprint
 from quality.csv_records import csv_records
 from quality.records import CORRUPT_COLUMN, SOURCE_FILE_COLUMN, is_blank_line, json_records
-from tables.errors import ConfigError, TerminalError
+from tables.errors import ConfigError
 from tables.identifiers import shorten
 from tables.session import hadoop_path
 
@@ -59,11 +60,8 @@ class FileSource:
             raise ConfigError(
                 "max_files_per_trigger must be at least 1", key="max_files_per_trigger"
             )
-        if self.format == "json" and str(self.options.get("multiLine", "")).lower() == "true":
-            raise ConfigError(
-                "JSON sources are read one record per line (JSON Lines): multiLine is refused",
-                key="options",
-            )
+        # Frozen: the options are replaced once, by the names the readers look up.
+        object.__setattr__(self, "options", reader_options(self.format, self.options))
 
     def describe(self) -> dict[str, Any]:
         """The source record stored in each batch's ledger entry (with the batch's files)."""
@@ -111,10 +109,14 @@ class FileSource:
         """Any table can hold files' records: columns are matched by name when read."""
 
     def assert_present(self, spark: SparkSession) -> None:
-        """Raise TerminalError if the landing directory does not exist (any file system)."""
+        """Raise ConfigError (key `path`) if the landing directory does not exist (any store).
+
+        The caller restates it with the config file and key path, like the local check made
+        before Spark starts; only a URI (`s3a://...`) is left to this one.
+        """
         fs, path = hadoop_path(spark, self.path)
         if not fs.exists(path):
-            raise TerminalError(f"landing directory {self.path} does not exist")
+            raise ConfigError(f"landing directory {self.path} does not exist", key="path")
 
     def resume_point(self, spark: SparkSession, spec: TableSpec, app_id: str) -> ResumePoint | None:
         """None: which files a lost checkpoint had read is not known from the log alone."""
@@ -193,18 +195,8 @@ def read_files(
     return _with_reader_columns(frame, source, schema)
 
 
-#: Options of Spark's JSON reader that the text reader understands the same way.
-_TEXT_OPTIONS = (
-    "lineSep",
-    "pathGlobFilter",
-    "recursiveFileLookup",
-    "modifiedBefore",
-    "modifiedAfter",
-)
-
-
 def _text_options(source: FileSource) -> dict[str, str]:
-    return {k: v for k, v in source.options.items() if k in _TEXT_OPTIONS}
+    return {k: v for k, v in source.options.items() if k in TEXT_OPTIONS}
 
 
 def _json_lines(lines: DataFrame, schema: StructType, options: Mapping[str, str]) -> DataFrame:
@@ -213,7 +205,7 @@ def _json_lines(lines: DataFrame, schema: StructType, options: Mapping[str, str]
     kept = lines.select(value, F.col("_metadata.file_path").alias(SOURCE_FILE_COLUMN)).where(
         ~is_blank_line(value)
     )
-    parse = {k: v for k, v in options.items() if k not in _TEXT_OPTIONS}
+    parse = {k: v for k, v in options.items() if k not in TEXT_OPTIONS}
     return json_records(kept, value, schema, [F.col(SOURCE_FILE_COLUMN)], parse_options=parse)
 
 

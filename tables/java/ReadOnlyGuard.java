@@ -4,10 +4,12 @@ import java.util.Set;
 
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.SparkSessionExtensions;
+import org.apache.spark.sql.catalyst.analysis.ResolvedTable;
 import org.apache.spark.sql.catalyst.plans.logical.Command;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.execution.datasources.HadoopFsRelation;
 import org.apache.spark.sql.execution.datasources.LogicalRelation;
+import org.apache.spark.sql.connector.catalog.Table;
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation;
 
 import scala.Function1;
@@ -20,8 +22,9 @@ import scala.runtime.BoxedUnit;
  * or when the Spark conf has `spark.lakehouse.server.readOnly=true` (`lakehouse serve`).
  * It judges the analysed plan of every statement before anything runs: commands other than
  * SHOW, DESCRIBE, EXPLAIN and USE are refused (writes, DDL, SET, ADD JAR, CREATE FUNCTION,
- * CACHE ...), and so are reflect/java_method calls and file relations outside
- * `spark.lakehouse.home`. Python's `lakehouse sql` and the JDBC server of `lakehouse serve` load
+ * CACHE ...), and so are TRANSFORM ... USING (a shell command), reflect/java_method calls, Hive
+ * UDFs (code from a JAR), and path-named tables and files outside `spark.lakehouse.home`, also
+ * when a reading command (DESCRIBE, SHOW, DESCRIBE HISTORY) names them. Python's `lakehouse sql` and the JDBC server of `lakehouse serve` load
  * the same rule, so one rule decides for both. tables/readonly.py builds and loads it.
  */
 public final class ReadOnlyGuard implements Function1<SparkSessionExtensions, BoxedUnit> {
@@ -46,6 +49,14 @@ public final class ReadOnlyGuard implements Function1<SparkSessionExtensions, Bo
   private static final Set<String> EXPLAINING = Set.of("ExplainCommand", "DescribeQueryCommand");
   private static final Set<String> JVM_FUNCTIONS = Set.of(
       "CallMethodViaReflection", "TryReflect");
+  /** Functions whose code comes from a JAR a function definition names: loaded like ADD JAR. */
+  private static final Set<String> JAR_FUNCTIONS = Set.of(
+      "HiveSimpleUDF", "HiveGenericUDF", "HiveGenericUDTF", "HiveUDAFFunction");
+  /** Plan nodes that are not commands but run an external program. */
+  private static final Set<String> EXTERNAL_PROGRAMS = Set.of("ScriptTransformation");
+  /** A path-named table's name, as Spark and Delta print it: format.`path`. */
+  private static final java.util.regex.Pattern PATH_TABLE =
+      java.util.regex.Pattern.compile("[A-Za-z_][A-Za-z0-9_]*\\.`(.+)`");
 
   @Override
   public BoxedUnit apply(SparkSessionExtensions extensions) {
@@ -107,8 +118,12 @@ public final class ReadOnlyGuard implements Function1<SparkSessionExtensions, Bo
   }
 
   private static void inspect(LogicalPlan node, String home) {
-    if (node instanceof Command && !READING_COMMANDS.contains(simpleName(node))) {
-      refuse(simpleName(node) + " (a write, DDL, SET, ADD JAR or another command)");
+    String kind = simpleName(node);
+    if (node instanceof Command && !READING_COMMANDS.contains(kind)) {
+      refuse(kind + " (a write, DDL, SET, ADD JAR or another command)");
+    }
+    if (EXTERNAL_PROGRAMS.contains(kind)) {
+      refuse("TRANSFORM ... USING (runs a shell command)");
     }
     node.expressions().foreach(expression -> {
       expression.foreach(e -> {
@@ -116,24 +131,64 @@ public final class ReadOnlyGuard implements Function1<SparkSessionExtensions, Bo
         if (JVM_FUNCTIONS.contains(name)) {
           refuse(e.prettyName() + " (calls JVM methods)");
         }
+        if (JAR_FUNCTIONS.contains(name)) {
+          refuse(e.prettyName() + " (a Hive UDF, runs code from a JAR)");
+        }
         return BoxedUnit.UNIT;
       });
       return BoxedUnit.UNIT;
     });
-    if (node instanceof LogicalRelation relation
-        && relation.relation() instanceof HadoopFsRelation files
-        && relation.catalogTable().isEmpty()) {
-      files.location().rootPaths().foreach(path -> {
-        assertInside(path.toUri().getPath(), home);
+    if (node instanceof LogicalRelation relation && relation.catalogTable().isEmpty()) {
+      if (relation.relation() instanceof HadoopFsRelation files) {
+        files.location().rootPaths().foreach(path -> {
+          assertInside(path.toUri().getPath(), home);
+          return BoxedUnit.UNIT;
+        });
+      } else {
+        assertInside(tablePathOf(relation.relation()), home);
+      }
+    }
+    if (node instanceof DataSourceV2Relation relation && relation.identifier().isEmpty()) {
+      assertPathTableInside(relation.table(), home);
+    }
+    if (node instanceof ResolvedTable resolved) {
+      assertPathTableInside(resolved.table(), home);
+    }
+    if (node instanceof Command) {
+      // A reading command may hold its table as a field, not a child (DESCRIBE HISTORY).
+      node.productIterator().foreach(field -> {
+        Object value = field instanceof scala.Option<?> option && option.isDefined()
+            ? option.get() : field;
+        if (value instanceof Table table) {
+          assertPathTableInside(table, home);
+        }
         return BoxedUnit.UNIT;
       });
     }
-    if (node instanceof DataSourceV2Relation relation) {
-      String name = relation.table().name();
-      int start = name.indexOf(".`");
-      if (start >= 0 && name.endsWith("`") && relation.identifier().isEmpty()) {
-        assertInside(name.substring(start + 2, name.length() - 1), home);
-      }
+  }
+
+  /** A path-named table (delta.`/x`) lies inside the home; a catalog table is not judged. */
+  private static void assertPathTableInside(Table table, String home) {
+    java.util.regex.Matcher path = PATH_TABLE.matcher(table.name());
+    if (path.matches()) {
+      assertInside(path.group(1).replace("``", "`"), home);
+    }
+  }
+
+  /**
+   * The table directory of a file relation that is not a HadoopFsRelation: Delta's change
+   * feed by path (table_changes_by_path), found by its methods' names because Delta's JARs are
+   * not on the guard's class path. Any other relation is refused: it cannot be placed.
+   */
+  private static String tablePathOf(Object relation) {
+    try {
+      Object schemaMode = relation.getClass().getMethod("snapshotWithSchemaMode").invoke(relation);
+      Object snapshot = schemaMode.getClass().getMethod("snapshot").invoke(schemaMode);
+      Object log = snapshot.getClass().getMethod("path").invoke(snapshot);
+      return ((org.apache.hadoop.fs.Path) log).getParent().toUri().getPath();
+    } catch (ReflectiveOperationException | ClassCastException | NullPointerException e) {
+      refuse("a relation without a catalog table (" + simpleName(relation) + ")");
+      return "";
     }
   }
 

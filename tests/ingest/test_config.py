@@ -103,6 +103,21 @@ def test_trigger_errors() -> None:
         parse_trigger("0 seconds")
 
 
+@pytest.mark.parametrize(
+    "text", ["\u0663 seconds", "\uff13 seconds", "3 \u017feconds", "3 se\u212aonds"]
+)
+def test_a_trigger_takes_ascii_digits_and_units_only(text: str) -> None:
+    with pytest.raises(ConfigError, match="invalid trigger"):
+        parse_trigger(text)
+
+
+def test_a_long_refused_trigger_is_shortened_in_its_one_line() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_trigger("x" * 10_000)
+    assert len(str(info.value)) < 200
+    assert "(10000 characters)" in str(info.value)
+
+
 def test_uri_locations_are_kept_as_given(tmp_path: Path) -> None:
     path = tmp_path / "lakehouse.toml"
     path.write_text(

@@ -70,6 +70,10 @@ def source(lines: str) -> str:
     return BASE.replace("#SOURCE", lines)
 
 
+def csv_source(lines: str) -> str:
+    return BASE.replace('format = "json"', 'format = "csv"').replace("#SOURCE", lines)
+
+
 def end(lines: str) -> str:
     return BASE.replace("#END", lines)
 
@@ -705,7 +709,80 @@ CASES: list[tuple[str, str, str, str]] = [
         'pipelines.landing.source.options."multi line"',
         "invalid option name",
     ),
+    (
+        "option-csv-null-value",
+        csv_source("options = {nullValue = 'NA'}"),
+        "pipelines.landing.source.options.nullValue",
+        "option 'nullValue' is not honoured by the exact CSV reader (it would be ignored); "
+        "supported: header, sep, delimiter, quote, escape,",
+    ),
+    (
+        "option-csv-date-format",
+        csv_source("options = {DateFormat = 'dd.MM.yyyy'}"),
+        "pipelines.landing.source.options.DateFormat",
+        "not honoured by the exact CSV reader",
+    ),
+    (
+        "option-csv-line-sep",
+        csv_source("options = {lineSep = ';'}"),
+        "pipelines.landing.source.options.lineSep",
+        "not honoured by the exact CSV reader",
+    ),
+    (
+        "option-csv-single-line",
+        csv_source("options = {multiLine = false}"),
+        "pipelines.landing.source.options.multiLine",
+        "CSV records always end at a line break outside quotes",
+    ),
+    (
+        "option-json-encoding",
+        source("options = {encoding = 'ISO-8859-1'}"),
+        "pipelines.landing.source.options.encoding",
+        "not honoured by the exact JSON reader (it would be ignored); supported: lineSep,",
+    ),
+    (
+        "option-json-lenient",
+        source("options = {allowSingleQuotes = true}"),
+        "pipelines.landing.source.options.allowSingleQuotes",
+        "not honoured by the exact JSON reader",
+    ),
+    (
+        "option-json-corrupt-files",
+        source("options = {ignoreCorruptFiles = true}"),
+        "pipelines.landing.source.options.ignoreCorruptFiles",
+        "not honoured by the exact JSON reader",
+    ),
+    (
+        "option-json-multiline",
+        source("options = {MultiLine = true}"),
+        "pipelines.landing.source.options.MultiLine",
+        "multiLine is refused",
+    ),
     ("source-key", source("colour = 1"), "pipelines.landing.source.colour", "unknown key(s)"),
+    (
+        "schema-unknown-type",
+        BASE.replace("amount DOUBLE", "amount DUBBLE"),
+        "tables.events.schema",
+        "unknown type 'DUBBLE' for column amount",
+    ),
+    (
+        "schema-unknown-element-type",
+        BASE.replace("ARRAY<STRING>", "ARRAY<STRNG>"),
+        "tables.events.schema",
+        "unknown type 'STRNG' for column tags",
+    ),
+    (
+        "schema-varchar-without-length",
+        BASE.replace("amount DOUBLE", "amount VARCHAR"),
+        "tables.events.schema",
+        "type VARCHAR needs a length",
+    ),
+    (
+        "schema-type-parameters",
+        BASE.replace("amount DOUBLE", "amount double(10)"),
+        "tables.events.schema",
+        "type DOUBLE takes no parameters for column amount",
+    ),
     # Kafka sources
     (
         "kafka-servers-missing",
@@ -868,11 +945,21 @@ def test_invalid_toml_names_the_file_and_the_line(project: Path) -> None:
 def test_option_values_keep_their_text_and_booleans_read_as_spark_writes_them(
     project: Path,
 ) -> None:
+    parquet = BASE.replace('format = "json"', 'format = "parquet"')
     (project / "lakehouse.toml").write_text(
-        source("options = {allowComments = true, samplingRatio = 0.5, dateFormat = 'yyyy'}")
+        parquet.replace("#SOURCE", "options = {mergeSchema = true, ratio = 0.5, mode2 = 'x'}")
     )
     options = load_config(Path("lakehouse.toml")).pipeline("landing").source.options
-    assert options == {"allowComments": "true", "samplingRatio": "0.5", "dateFormat": "yyyy"}
+    assert options == {"mergeSchema": "true", "ratio": "0.5", "mode2": "x"}
+
+
+def test_reader_option_names_are_matched_with_case_ignored_as_spark_does(project: Path) -> None:
+    (project / "lakehouse.toml").write_text(csv_source("options = {Header = false, SEP = ';'}"))
+    options = load_config(Path("lakehouse.toml")).pipeline("landing").source.options
+    assert options == {"header": "false", "sep": ";"}
+    (project / "lakehouse.toml").write_text(source("options = {LINESEP = ';', dateformat = 'y'}"))
+    options = load_config(Path("lakehouse.toml")).pipeline("landing").source.options
+    assert options == {"lineSep": ";", "dateFormat": "y"}
 
 
 def test_unknown_fields_is_read_into_the_table_spec(project: Path) -> None:
@@ -951,14 +1038,14 @@ def test_a_bad_trigger_override_is_refused_before_spark(
 
 
 def test_a_type_error_spark_finds_names_the_schema_key(spark: SparkSession, project: Path) -> None:
-    text = BASE.replace("amount DOUBLE", "amount DUBBLE")
+    text = BASE.replace("amount DOUBLE", "amount DECIMAL(40, 2)")
     (project / "lakehouse.toml").write_text(text)
     spec = load_config(Path("lakehouse.toml")).table("events")
     with pytest.raises(ConfigError) as info:
         spec.data_schema(spark)
     message = str(info.value)
     assert message.startswith("lakehouse.toml: tables.events.schema: cannot parse 'event_id ")
-    assert "DUBBLE" in message
+    assert "precision 40" in message
     assert "\n" not in message
 
 
@@ -983,3 +1070,23 @@ def test_run_pipeline_checks_the_landing_directory_before_creating_the_table(
     with pytest.raises(ConfigFileError, match=r"^pipeline gone: source\.path: landing directory"):
         run_pipeline(spark, pipeline, spec)
     assert not table_exists(spark, spec.name)
+
+
+def test_a_missing_landing_directory_seen_only_by_spark_names_the_config_key(
+    spark: SparkSession, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ingest.runner
+    from ingest.runner import run_pipeline
+
+    # A URI landing directory (s3a://...) passes the local check before Spark: only Spark sees it.
+    monkeypatch.setattr(ingest.runner, "assert_pipeline_ready", lambda *a, **k: None)
+    (project / "lakehouse.toml").write_text(BASE.replace('path = "landing"', 'path = "gone"'))
+    config = load_config(Path("lakehouse.toml"))
+
+    with pytest.raises(ConfigFileError) as info:
+        run_pipeline(spark, config.pipeline("landing"), config.table("events"))
+
+    assert str(info.value) == (
+        "lakehouse.toml: pipelines.landing.source.path: "
+        f"landing directory {project / 'gone'} does not exist"
+    )

@@ -135,3 +135,59 @@ def test_the_next_ingest_finishes_a_reset_cut_short(
     assert [r.rows_quarantined for r in report.results] == [1]
     assert batch_zero_rows(spark, spec.quarantine_name) == 2
     assert markers(spark, spec) == [0, 0, 0]
+
+
+def test_a_forward_reset_moves_all_three_markers_to_the_batch(
+    spark: SparkSession, make_table: MakeTable, tmp_path: Path
+) -> None:
+    spec = make_table()
+    ingested(spark, spec, tmp_path)
+
+    result = runner.invoke(
+        app, ["reset-app", spec.name, "--app-id", "p", "--to-batch", "5", "--force", "--yes"]
+    )
+
+    assert result.exit_code == 0, result.output
+    assert "moved from 0 to 5" in result.stdout
+    assert "quarantine and audit markers are at 5 too" in result.stdout
+    assert markers(spark, spec) == [5, 5, 5]
+    assert pending_reset(spark, spec.name, "p") is None
+
+
+def test_a_forward_reset_cut_short_is_found_and_finished(
+    spark: SparkSession, make_table: MakeTable, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = make_table()
+    ingested(spark, spec, tmp_path)
+    monkeypatch.setenv(ENV_VAR, "mid_reset:raise@3")
+    with pytest.raises(InjectedFaultError):
+        reset_app(spark, spec.name, "p", 3)
+    monkeypatch.delenv(ENV_VAR)
+
+    assert markers(spark, spec) == [3, 0, 0]
+    pending = pending_reset(spark, spec.name, "p")
+    assert pending is not None
+    assert [(m.role, at) for m, at in pending.behind] == [("quarantine", 0), ("audit", 0)]
+
+    reset_app(spark, spec.name, "p", 3)
+
+    assert markers(spark, spec) == [3, 3, 3]
+    assert pending_reset(spark, spec.name, "p") is None
+
+
+def test_a_reset_target_below_minus_one_is_refused_before_spark(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tables.session
+
+    asked: list[object] = []
+    monkeypatch.setattr(tables.session, "get_spark", lambda *a, **k: asked.append(a))
+    monkeypatch.chdir(tmp_path)
+
+    result = runner.invoke(app, ["reset-app", "events", "--app-id", "p", "--to-batch", "-5"])
+
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "error: --to-batch must be -1 (nothing committed) or a batch id, got -5\n"
+    )
+    assert asked == []

@@ -94,6 +94,7 @@ REFUSED = [
     ("VACUUM ro_canary", "another command"),
     ("OPTIMIZE ro_canary", "another command"),
     ("SELECT 1; DROP TABLE ro_canary", "SQL failed"),
+    ("SELECT TRANSFORM(id) USING 'sh -c \"touch /tmp/lakehouse-ro-test\"' FROM ro_canary", "shell"),
 ]
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pyspark.sql import SparkSession
 
 from ingest.config import PipelineSpec
@@ -49,12 +50,13 @@ def ingest(spark: SparkSession, spec: TableSpec, landing: Path, fmt: str, tmp: P
 
 def assert_fates(spark: SparkSession, spec: TableSpec, records: list[Record]) -> dict[str, int]:
     """Check each record's fate against the table, the quarantine and the ledger; count fates."""
-    landed = {
-        r["event_id"]: r.asDict()
-        for r in spark.table(spec.name).select(*COLUMNS, "_lh_rescued").collect()
-    }
+    rows = spark.table(spec.name).select(*COLUMNS, "_lh_rescued").collect()
     expected_rows = [r for r in records if r.fate in ("landed", "rescued")]
-    assert len(landed) == len(expected_rows)
+    # Counted per key, not collected into a dict: a row that landed twice must show.
+    times_landed = Counter(r["event_id"] for r in rows)
+    assert times_landed == Counter(r.event_id for r in expected_rows)
+    assert set(times_landed.values()) <= {1}
+    landed = {r["event_id"]: r.asDict() for r in rows}
     for record in expected_rows:
         row = landed[record.event_id]
         got = {c: row[c] for c in COLUMNS}
@@ -140,3 +142,15 @@ def test_csv_corpus_every_record_gets_its_fate(
     assert len({r.kind for r in records}) >= 10
     fates: dict[str, Any] = assert_fates(spark, spec, records)
     print("csv fates", fates)
+
+
+def test_a_record_landed_twice_fails_the_fate_check(
+    spark: SparkSession, make_table: MakeTable
+) -> None:
+    spec = make_table(schema=SCHEMA)
+    row = "('a', 0, current_timestamp(), 'j1', 'click', NULL, NULL, NULL, NULL)"
+    spark.sql(f"INSERT INTO {spec.name} VALUES {row}, {row}")
+    record = Record(b"", "plain", "landed", "j1", {"event_id": "j1", "kind": "click"})
+
+    with pytest.raises(AssertionError):
+        assert_fates(spark, spec, [record])

@@ -176,6 +176,39 @@ def test_a_gzip_file_named_json_is_one_file_level_row_and_json_gz_is_decoded(
     assert str(where).endswith("disguised.json")
 
 
+def test_a_line_starting_with_a_magic_number_inside_a_json_file_is_only_a_malformed_line(
+    spark: SparkSession, make_table: MakeTable, tmp_path: Path
+) -> None:
+    spec = make_table(schema=SCHEMA, keys=("id",))
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    valid = [b'{"id": "v%d", "qty": %d}' % (n, n) for n in range(6)]
+    junk = b"BZh91AY&SY junk that only looks like bzip2"
+    (landing / "mixed lines.json").write_bytes(b"\n".join([*valid[:3], junk, *valid[3:]]) + b"\n")
+    (landing / "gzip named plain.json").write_bytes(gzip.compress(b'{"id": "g"}\n'))
+    files = [str(landing / "mixed lines.json"), str(landing / "gzip named plain.json")]
+    source = FileSource(str(landing), "json")
+
+    def commit() -> BatchResult:
+        batch = read_files(spark, source, spec.data_schema(spark), files)
+        return commit_batch(spark, spec, "records", 0, batch, raw_format="json")
+
+    result = commit()
+
+    assert (result.rows_read, result.rows_inserted, result.rows_quarantined) == (8, 6, 2)
+    assert sorted(table_rows(spark, spec)) == [f"v{n}" for n in range(6)]
+    [bzip_junk, gzip_file] = quarantine_rows(spark, spec)
+    assert bzip_junk[:3] == (
+        "malformed JSON: not valid JSON (truncated or broken)",
+        junk.decode(),
+        None,
+    )
+    assert str(gzip_file[0]).startswith("undecodable file: gzip-compressed data")
+    assert str(gzip_file[3]).endswith("gzip%20named%20plain.json")
+    again = commit()
+    assert (again.status, again.rows_read) == ("skipped", 8)
+
+
 def test_csv_columns_match_the_header_by_name_and_quoted_newlines_stay_one_record(
     spark: SparkSession, make_table: MakeTable, tmp_path: Path
 ) -> None:

@@ -68,7 +68,26 @@ REFUSED = {
     ),
     "INSERT OVERWRITE DIRECTORY '/tmp/out' USING parquet SELECT 1": "InsertIntoDataSourceDir",
     "WITH x AS (SELECT 1 AS id) INSERT INTO ro_events SELECT * FROM x": "AppendData",
+    "SELECT TRANSFORM(id) USING 'sh -c id' AS (a) FROM ro_events": "TRANSFORM",
+    "SELECT * FROM ro_events WHERE id IN (SELECT TRANSFORM(1) USING 'cat' AS (a INT))": (
+        "shell command"
+    ),
 }
+#: Reading commands and relations that name a path-based table; {path} lies outside the home.
+READING_A_PATH = [
+    "SELECT * FROM delta.`{path}`",
+    "DESCRIBE delta.`{path}`",
+    "DESCRIBE EXTENDED delta.`{path}`",
+    "DESCRIBE delta.`{path}` id",
+    "DESCRIBE DETAIL delta.`{path}`",
+    "DESCRIBE DETAIL '{path}'",
+    "DESCRIBE HISTORY delta.`{path}`",
+    "DESCRIBE HISTORY '{path}'",
+    "SHOW COLUMNS IN delta.`{path}`",
+    "SHOW TBLPROPERTIES delta.`{path}`",
+    "DESCRIBE QUERY SELECT * FROM delta.`{path}`",
+    "SELECT * FROM table_changes_by_path('{path}', 0)",
+]
 
 
 @pytest.fixture(scope="module")
@@ -106,6 +125,45 @@ def test_a_delta_table_by_path_outside_the_home_is_refused(
     assert "outside the lakehouse home" in (refusal(caught.value) or "")
     inside = spark.sql("DESCRIBE DETAIL ro_events").collect()[0]["location"]
     assert reader.sql(f"SELECT * FROM delta.`{inside}`").count() == 2
+
+
+@pytest.fixture(scope="module")
+def outside(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A Delta table by path outside the home, with a change feed to read."""
+    path = str(tmp_path_factory.mktemp("outside-home-cdf") / "table")
+    spark.sql(
+        f"CREATE TABLE delta.`{path}` (id BIGINT) USING delta "
+        "TBLPROPERTIES (delta.enableChangeDataFeed = true)"
+    )
+    spark.sql(f"INSERT INTO delta.`{path}` VALUES (1)")
+    return path
+
+
+@pytest.mark.parametrize("template", READING_A_PATH)
+def test_a_path_table_outside_the_home_is_refused_in_reading_commands_too(
+    spark: SparkSession, reader: SparkSession, outside: str, template: str
+) -> None:
+    spark.sql(template.format(path=outside)).limit(1).collect()  # it runs where writes are allowed
+    with pytest.raises(Exception) as caught:  # noqa: PT011 - any Spark error type; text checked
+        reader.sql(template.format(path=outside)).collect()
+    reason = refusal(caught.value) or str(caught.value)[:300]
+    assert "outside the lakehouse home" in reason
+    assert outside in reason
+
+
+@pytest.mark.parametrize("template", READING_A_PATH)
+def test_the_same_reading_commands_run_on_a_path_inside_the_home(
+    spark: SparkSession, reader: SparkSession, template: str
+) -> None:
+    create_table(
+        spark,
+        "ro_cdf",
+        parse_struct("id BIGINT"),
+        properties={"delta.enableChangeDataFeed": "true"},
+    )
+    inside = spark.sql("DESCRIBE DETAIL ro_cdf").collect()[0]["location"].removeprefix("file:")
+
+    reader.sql(template.format(path=inside)).limit(1).collect()
 
 
 def test_the_session_it_came_from_still_writes(spark: SparkSession, reader: SparkSession) -> None:

@@ -44,9 +44,9 @@ def test_spec_validation(kwargs: dict[str, object], message: str) -> None:
 
 
 def test_schema_parse_errors_are_one_line(spark: SparkSession) -> None:
-    spec = TableSpec("t", "a STRNG, b INT", ("a",))
+    spec = TableSpec("t", "a STRING, b DECIMAL(40, 2)", ("a",))
     with pytest.raises(
-        ConfigError, match=r"^table t: schema: cannot parse 'a STRNG, b INT': "
+        ConfigError, match=r"^table t: schema: cannot parse 'a STRING, b DECIMAL\(40, 2\)': .*40"
     ) as info:
         spec.data_schema(spark)
     assert "\n" not in str(info.value)
@@ -57,6 +57,11 @@ def test_schema_parse_errors_are_one_line(spark: SparkSession) -> None:
     ("ddl", "keys", "message"),
     [
         ("a STRNG,,", ("a",), "schema: cannot read the column list: column 2 is empty"),
+        ("a STRING, b DUBBLE", ("a",), "schema: unknown type 'DUBBLE' for column b"),
+        ("a STRING, b ARRAY<STRNG>", ("a",), "schema: unknown type 'STRNG' for column b"),
+        ("a STRUCT<x: INT, y: TEXT>", ("a",), "schema: unknown type 'TEXT' for column a"),
+        ("a VARCHAR", ("a",), "schema: type VARCHAR needs a length"),
+        ("a STRING, b INT(3)", ("a",), "schema: type INT takes no parameters for column b"),
         ("a STRING", ("b",), "keys: column 'b' is not in the schema; the schema has: 'a'"),
         ("event_id STRING", ("EVENT_ID",), "did you mean 'event_id'?"),
         ("a STRING, A INT", ("a",), "schema: column declared twice: 'a', 'A'"),

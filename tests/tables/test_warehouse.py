@@ -65,6 +65,16 @@ def test_catalog_spec_checks_and_settings(tmp_path: Path) -> None:
         CatalogSpec("warehouse", url="jdbc:postgresql://h/db")
 
 
+def test_a_long_refused_metastore_url_or_kind_is_shortened() -> None:
+    with pytest.raises(ConfigError) as info:
+        CatalogSpec("hive", "jdbc:mysql://" + "h" * 10_000)
+    assert len(str(info.value)) < 250
+    assert "(10013 characters)" in str(info.value)
+    with pytest.raises(ConfigError) as info:
+        CatalogSpec("k" * 10_000)  # type: ignore[arg-type]
+    assert "(10000 characters)" in str(info.value)
+
+
 def test_a_table_another_process_created_is_found_by_name(spark: SparkSession) -> None:
     assert is_warehouse_catalog(spark)
     location = table_location(warehouse_dir(spark), "made_elsewhere")

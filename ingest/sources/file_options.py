@@ -1,0 +1,77 @@
+"""Reader options of a landing directory: the ones the exact readers honour, named as Spark does.
+
+JSON and CSV files are not read by Spark's JSON and CSV readers but as text and parsed by the
+quality layer (`quality.records`, `quality.csv_records`), so most of those readers' options
+(`nullValue`, `encoding`, `allowSingleQuotes`, `ignoreCorruptFiles`, ...) would be accepted and
+silently do nothing, or worse, change what is read without a trace. An option is therefore
+accepted only when something honours it, and refused with the list of those that are. Spark
+matches option names with case ignored, so `Header` is `header`: names are brought to the
+spelling the readers look up. Parquet is read by Spark's own reader, which honours its options:
+they pass as given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from tables.errors import ConfigError
+from tables.identifiers import shorten
+
+#: Options of Spark's text reader, which reads JSON lines and whole CSV files.
+TEXT_OPTIONS = (
+    "lineSep",
+    "pathGlobFilter",
+    "recursiveFileLookup",
+    "modifiedBefore",
+    "modifiedAfter",
+)
+#: Options of `from_json` that apply to the parse of each JSON line (docs/records.md).
+JSON_PARSE_OPTIONS = (
+    "timestampFormat",
+    "timestampNTZFormat",
+    "dateFormat",
+    "timeZone",
+    "locale",
+    "enableDateTimeParsingFallback",
+)
+#: Options the CSV split honours (`quality.csv_records`); `lineSep` is not among them: records
+#: end at CR, LF or CRLF outside quotes.
+CSV_OPTIONS = ("header", "sep", "delimiter", "quote", "escape", *TEXT_OPTIONS[1:])
+SUPPORTED: Mapping[str, tuple[str, ...]] = {
+    "json": (*TEXT_OPTIONS, *JSON_PARSE_OPTIONS, "multiLine"),
+    "csv": (*CSV_OPTIONS, "multiLine"),
+}
+#: Options accepted with one value only: the one the reader behaves by anyway.
+_ONLY_VALUE: Mapping[tuple[str, str], tuple[str, str]] = {
+    ("json", "multiLine"): (
+        "false",
+        "JSON sources are read one record per line (JSON Lines): multiLine is refused",
+    ),
+    ("csv", "multiLine"): (
+        "true",
+        "CSV records always end at a line break outside quotes (a quoted field may hold one), "
+        "as with multiLine = true",
+    ),
+}
+
+
+def reader_options(file_format: str, options: Mapping[str, str]) -> dict[str, str]:
+    """The options under the names the readers look up; ConfigError for one nothing honours."""
+    supported = SUPPORTED.get(file_format)
+    if supported is None:
+        return dict(options)
+    spelled = {name.lower(): name for name in supported}
+    named: dict[str, str] = {}
+    for name, value in options.items():
+        canonical = spelled.get(name.lower())
+        if canonical is None:
+            raise ConfigError(
+                f"option {shorten(name)} is not honoured by the exact {file_format.upper()} "
+                f"reader (it would be ignored); supported: {', '.join(supported)}",
+                key=("options", name),
+            )
+        only = _ONLY_VALUE.get((file_format, canonical))
+        if only is not None and str(value).lower() != only[0]:
+            raise ConfigError(only[1], key=("options", name))
+        named[canonical] = value
+    return named
