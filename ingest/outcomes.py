@@ -45,10 +45,11 @@ def audit_after_commit(
     committed. The outcomes (with the batch's expectation outcomes, carried in its ledger entry)
     go to `outcomes`, which appends them to `lakehouse_quality` in bulk and at once when one
     failed; without it they are appended now. A batch this run skipped was committed by an
-    earlier run, whose outcomes `recover_outcomes` appends at start. Under the `fail` policy a
-    finding raises DuplicatesFoundError after it is recorded.
+    earlier run, whose outcomes `recover_outcomes` appends at start; an empty batch's commit
+    (its marker and ledger entry only) has an audit of nothing, kept like any other. Under the
+    `fail` policy a finding raises DuplicatesFoundError after it is recorded.
     """
-    if result.status != "committed":
+    if result.status == "skipped":
         return []
     fault_point("before_audit", result.batch_id)
     audit = result.audit

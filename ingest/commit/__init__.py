@@ -112,8 +112,6 @@ def commit_batch(
     prepared = prepare_batch(spark, spec, schema, batch, raw_format, reader_options, gate)
     try:
         stats = prepared.stats
-        if stats.rows == 0:
-            return BatchResult(spec.name, app_id, batch_id, "empty", note="empty batch, no commit")
         if prepared.gate is not None and should_stop(prepared.gate):
             record(spark, _gate_results(spec, app_id, batch_id, prepared.gate), txn=None)
             raise ExpectationFailedError(stop_message(prepared.gate, spec.name, app_id, batch_id))
@@ -132,7 +130,9 @@ def commit_batch(
                 scope,
                 (app_id, batch_id),
             )
-            append = should_append(spec.dedup, batch_id, high_water(spark, spec.name, app_id))
+            append = stats.rows == 0 or should_append(
+                spec.dedup, batch_id, high_water(spark, spec.name, app_id)
+            )
         ingested_at = datetime.now(UTC)
         meta = CommitMetadata(
             app_id=app_id,
@@ -158,6 +158,8 @@ def commit_batch(
         )
         if result.status != "committed":
             return result
+        if stats.rows == 0:
+            return replace(result, status="empty", note="empty batch: its marker and ledger entry")
         raise_high_water(spec.name, app_id, batch_id)
         return replace(
             result,

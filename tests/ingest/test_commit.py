@@ -11,6 +11,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ingest.commit import commit_batch
+from tables.catalog import table_detail
 from tables.errors import BatchContentMismatchError, CheckpointLostError, SchemaMismatchError
 from tables.log import (
     committed_batch,
@@ -76,15 +77,23 @@ def test_copies_in_a_batch_land_once_and_a_conflicting_copy_is_quarantined(
     assert reason.startswith("conflicting duplicate: record key event_id=e1 appears")
 
 
-def test_empty_batch_makes_no_commit(spark: SparkSession, make_table: MakeTable) -> None:
+def test_an_empty_batch_commits_its_marker_and_ledger_entry_only(
+    spark: SparkSession, make_table: MakeTable
+) -> None:
+    """The ledger has no gap: an empty batch is a commit without a data file."""
     spec = make_table()
+    files = table_detail(spark, spec.name).num_files
     version = table_version(spark, spec.name)
 
     result = commit_batch(spark, spec, "app", 0, events(spark, []))
+    again = commit_batch(spark, spec, "app", 0, events(spark, []))
 
-    assert result.status == "empty"
-    assert table_version(spark, spec.name) == version
-    assert committed_batch(spark, spec.name, "app") is None
+    assert (result.status, result.version, result.rows_read) == ("empty", version + 1, 0)
+    assert again.status == "skipped"
+    assert committed_batch(spark, spec.name, "app") == 0
+    assert table_detail(spark, spec.name).num_files == files
+    [entry] = read_ledger(spark, spec.name, app_id="app")
+    assert (entry.meta.batch_id, entry.meta.rows_read, entry.rows_inserted) == (0, 0, 0)
 
 
 def test_committed_batch_with_different_content_is_rejected(
