@@ -30,6 +30,7 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from quality.results import DUPLICATE_KEYS_CHECK, CheckResult
+from tables.catalog import require_table
 from tables.log import admin_metadata, commit_session
 from tables.scan import files_scanned
 from tables.spec import APP_ID_COLUMN, BATCH_ID_COLUMN, INGESTED_AT_COLUMN
@@ -207,7 +208,12 @@ def audit_before_commit(
 
 
 def audit_table(spark: SparkSession, spec: TableSpec) -> CheckResult:
-    """The same check over every key of the table (`lakehouse check --full`)."""
+    """The same check over every key of the table (`lakehouse check --full`).
+
+    The table is looked up first: in a new process the embedded catalog registers it from its
+    warehouse directory only then.
+    """
+    require_table(spark, spec.name)
     result = duplicate_keys(spark.table(spec.name), spec.keys)
     return replace(result, table=spec.name, action=spec.audit_policy)
 

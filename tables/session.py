@@ -246,8 +246,20 @@ def _build_embedded(
         ) from exc
     from tables.connectors import remember_delta_jars
 
-    remember_delta_jars(spark.sparkContext.getConf().get("spark.jars", ""))
+    remember_delta_jars(resolved_jars(spark))
     return _checked(spark, catalog)
+
+
+def resolved_jars(spark: SparkSession) -> str:
+    """The session's JARs as a comma-separated list, the packages spark-submit resolved included.
+
+    `spark.jars` alone does not hold them once this module sets `spark.jars` itself (the guard,
+    the Kafka connector): the conf set here replaces spark-submit's merged list. spark-submit
+    also puts the merged list in `spark.repl.local.jars` for Python drivers.
+    """
+    conf = spark.sparkContext.getConf()
+    lists = (conf.get("spark.jars", ""), conf.get("spark.repl.local.jars", ""))
+    return ",".join(entry for entry in lists if entry)
 
 
 @contextmanager

@@ -61,8 +61,12 @@ def serve(
     from tables.session import get_spark
 
     stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
+
+    def stop_on_signals() -> None:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda *_: stop.set())
+
+    stop_on_signals()
     with err.status("starting Spark and the JDBC server…"):
         spark = get_spark(
             cfg.home,
@@ -71,6 +75,9 @@ def serve(
             extra_conf=options.session_conf(),
             driver_classpath=delta_driver_jars(),
         )
+    # PySpark's SparkContext replaces the SIGINT handler with one that raises KeyboardInterrupt:
+    # Ctrl-C then ended the command as interrupted instead of stopping the server.
+    stop_on_signals()
     mode = "read-write" if allow_writes else "read-only"
 
     def ready(tables: list[str]) -> None:
