@@ -24,7 +24,7 @@ from quality.csv_records import csv_records
 from quality.records import CORRUPT_COLUMN, SOURCE_FILE_COLUMN, is_blank_line, json_records
 from tables.errors import ConfigError
 from tables.identifiers import shorten
-from tables.session import hadoop_path
+from tables.storage import exists
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -114,8 +114,7 @@ class FileSource:
         The caller restates it with the config file and key path, like the local check made
         before Spark starts; only a URI (`s3a://...`) is left to this one.
         """
-        fs, path = hadoop_path(spark, self.path)
-        if not fs.exists(path):
+        if not exists(spark, self.path):
             raise ConfigError(f"landing directory {self.path} does not exist", key="path")
 
     def resume_point(self, spark: SparkSession, spec: TableSpec, app_id: str) -> ResumePoint | None:
@@ -143,13 +142,8 @@ class FileSource:
         return read_files(spark, self, schema, recorded_files(recorded))
 
     def missing(self, spark: SparkSession, recorded: Mapping[str, Any]) -> list[str]:
-        """The recorded files that no longer exist (checked on any Hadoop file system)."""
-        gone = []
-        for name in recorded_files(recorded):
-            fs, path = hadoop_path(spark, name)
-            if not fs.exists(path):
-                gone.append(name)
-        return gone
+        """The recorded files that no longer exist (checked on any store)."""
+        return [name for name in recorded_files(recorded) if not exists(spark, name)]
 
 
 def recorded_files(recorded: Mapping[str, Any]) -> list[str]:
