@@ -64,9 +64,10 @@ def _describe(spark: SparkSession, name: str) -> str | None:
             return None
         return f"{name}\t{found.st_size}\t{found.st_mtime_ns // 1_000_000}"
     try:
+        from tables.identifiers import file_of_recorded_path
         from tables.session import hadoop_path
 
-        fs, path = hadoop_path(spark, name)
+        fs, path = hadoop_path(spark, file_of_recorded_path(name))
         status = fs.getFileStatus(path)
     except Exception:
         return None
