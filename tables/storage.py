@@ -30,6 +30,17 @@ def local_path(location: str) -> Path | None:
     return None
 
 
+def recorded_location(recorded: str) -> str:
+    """The location this module takes for a file Spark recorded (`_metadata.file_path`).
+
+    Spark records a URI, URL-encoded. A `file:` URI is taken as it is (`local_path` decodes it);
+    any other is decoded once into the Hadoop path string the JVM quotes again itself.
+    """
+    from tables.identifiers import file_of_recorded_path
+
+    return recorded if local_path(recorded) is not None else file_of_recorded_path(recorded)
+
+
 def exists(spark: SparkSession, location: str) -> bool:
     """True if a file or directory is at `location`."""
     local = local_path(location)

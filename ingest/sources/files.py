@@ -23,8 +23,8 @@ from ingest.sources.fingerprint import files_fingerprint, with_fingerprint
 from quality.csv_records import csv_records
 from quality.records import CORRUPT_COLUMN, SOURCE_FILE_COLUMN, is_blank_line, json_records
 from tables.errors import ConfigError
-from tables.identifiers import shorten
-from tables.storage import exists
+from tables.identifiers import file_of_recorded_path, literal_path, shorten
+from tables.storage import exists, recorded_location
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -143,13 +143,19 @@ class FileSource:
 
     def missing(self, spark: SparkSession, recorded: Mapping[str, Any]) -> list[str]:
         """The recorded files that no longer exist (checked on any store)."""
-        return [name for name in recorded_files(recorded) if not exists(spark, name)]
+        files = recorded.get("files")
+        names = [str(f) for f in files] if isinstance(files, list) else []
+        return [
+            file_of_recorded_path(name)
+            for name in names
+            if not exists(spark, recorded_location(name))
+        ]
 
 
 def recorded_files(recorded: Mapping[str, Any]) -> list[str]:
-    """The files a batch's ledger record names."""
+    """The files a batch's ledger record names, as paths (the record keeps them URL-encoded)."""
     files = recorded.get("files")
-    return [str(f) for f in files] if isinstance(files, list) else []
+    return [file_of_recorded_path(str(f)) for f in files] if isinstance(files, list) else []
 
 
 def read_stream(spark: SparkSession, source: FileSource, schema: StructType) -> DataFrame:
@@ -176,7 +182,11 @@ def read_stream(spark: SparkSession, source: FileSource, schema: StructType) -> 
 def read_files(
     spark: SparkSession, source: FileSource, schema: StructType, files: list[str]
 ) -> DataFrame:
-    """Read given files of the source as one batch, exactly as the stream reads them."""
+    """Read given files of the source as one batch, exactly as the stream reads them.
+
+    `files` are paths, each read as that one file (glob characters in a name are escaped).
+    """
+    files = [literal_path(f) for f in files]
     if source.format == "json":
         lines = spark.read.format("text").options(**_text_options(source)).load(files)
         return _json_lines(lines, schema, source.options)

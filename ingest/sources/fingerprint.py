@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ingest.decisions import FINGERPRINT_KEY
-from tables.storage import file_status
+from tables.storage import file_status, recorded_location
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -54,5 +54,5 @@ def with_fingerprint(record: Mapping[str, Any], fingerprint: str | None) -> dict
 
 
 def _describe(spark: SparkSession, name: str) -> str | None:
-    found = file_status(spark, name)
-    return None if found is None else f"{name}\t{found[0]}\t{found[1]}"
+    found = file_status(spark, recorded_location(name))
+    return None if found is None else f"{name}	{found[0]}	{found[1]}"
