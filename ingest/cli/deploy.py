@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-def assert_port_free(host: str, port: int) -> None:
+def assert_port_free(host: str, port: int, option: str = "--port") -> None:
     """Raise ConfigError if something already listens on host:port (Spark would exit the JVM)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -38,7 +38,7 @@ def assert_port_free(host: str, port: int) -> None:
         except OSError as exc:
             raise ConfigError(
                 f"cannot listen on {host}:{port} ({exc.strerror}): another server holds it; "
-                "pass --port"
+                f"pass {option}"
             ) from exc
 
 
@@ -102,7 +102,7 @@ def serve(
     if connect:
         if not 0 < connect_port < 65536:
             raise ConfigError(f"--connect-port must be between 1 and 65535, got {connect_port}")
-        assert_port_free(host, connect_port)
+        assert_port_free(host, connect_port, "--connect-port (or --no-connect)")
     from tables.session import get_spark
 
     stop = threading.Event()

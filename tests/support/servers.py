@@ -34,17 +34,26 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def wait_for_port(port: int, timeout: float, what: str, log: Path | None = None) -> None:
-    """Wait until something accepts connections on 127.0.0.1:port."""
+def wait_for_port(
+    port: int,
+    timeout: float,
+    what: str,
+    log: Path | None = None,
+    process: subprocess.Popen[bytes] | None = None,
+) -> None:
+    """Wait until something accepts connections on 127.0.0.1:port (or `process` has ended)."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and (process is None or process.poll() is None):
         with socket.socket() as probe:
             probe.settimeout(1.0)
             if probe.connect_ex((LOOPBACK, port)) == 0:
                 return
         time.sleep(0.5)
     tail = log.read_text(errors="replace")[-2000:] if log and log.exists() else ""
-    raise RuntimeError(f"{what} did not listen on {LOOPBACK}:{port} in {timeout:.0f} s\n{tail}")
+    ended = "" if process is None or process.poll() is None else f" (exit {process.returncode})"
+    raise RuntimeError(
+        f"{what} did not listen on {LOOPBACK}:{port} in {timeout:.0f} s{ended}\n{tail}"
+    )
 
 
 def _stop(process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
@@ -256,11 +265,12 @@ class SparkStandalone:
 
 
 class LakehouseServer:
-    """`lakehouse serve` in a child process, on a free port, stopped with SIGTERM."""
+    """`lakehouse serve` in a child process on free ports (JDBC, Connect); stops on SIGTERM."""
 
     def __init__(self, cwd: Path, *arguments: str) -> None:
         self.cwd = cwd
         self.port = free_port()
+        self.connect_port = free_port()
         self.arguments = arguments
         self.process: subprocess.Popen[bytes] | None = None
         self.log = cwd / f"serve-{self.port}.log"
@@ -280,6 +290,8 @@ class LakehouseServer:
                     "serve",
                     "--port",
                     str(self.port),
+                    "--connect-port",
+                    str(self.connect_port),
                     *self.arguments,
                 ],
                 cwd=self.cwd,
@@ -288,7 +300,7 @@ class LakehouseServer:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        wait_for_port(self.port, 300, "lakehouse serve", self.log)
+        wait_for_port(self.port, 300, "lakehouse serve", self.log, self.process)
         return self
 
     def stop(self, signum: int = signal.SIGTERM) -> int:
