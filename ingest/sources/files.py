@@ -10,7 +10,7 @@ source. docs/records.md describes what happens to each record.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, get_args
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
+from ingest.sources.backlog import Backlog, files_pending
 from ingest.sources.file_options import TEXT_OPTIONS, reader_options
 from ingest.sources.fingerprint import files_fingerprint, with_fingerprint
 from quality.csv_records import csv_records
@@ -150,6 +151,23 @@ class FileSource:
             if not fs.exists(path):
                 gone.append(name)
         return gone
+
+    def backlog(self, spark: SparkSession, recorded: Sequence[Mapping[str, Any]]) -> Backlog:
+        """Files at the top of the landing directory that no recorded batch read.
+
+        A file with no record in it is never named by a ledger entry, so it stays pending here
+        until the run ends: the count is what a progress bar needs, not an exact plan.
+        """
+        fs, path = hadoop_path(spark, self.path)
+        if not fs.exists(path):
+            return Backlog("files", None)
+        listed = [
+            str(status.getPath().toString())
+            for status in fs.listStatus(path)
+            if status.isFile() and not status.getPath().getName().startswith((".", "_"))
+        ]
+        done = [name for record in recorded for name in recorded_files(record)]
+        return Backlog("files", files_pending(listed, done))
 
 
 def recorded_files(recorded: Mapping[str, Any]) -> list[str]:
