@@ -13,7 +13,8 @@ The kernel releases it when the process ends in any way (a SIGKILL included), so
 be taken means no live run holds the checkpoint, whichever host's process it was, as far as the
 file system's locks reach (local disks and NFS). A second run on the same checkpoint stops with
 one line instead of racing the first. On a store without such locks (s3://, abfss://, ...) temp
-files are never deleted: the run stops with one line naming them and the fix.
+files are never deleted: the run stops with one line naming them and the fix. Over Spark Connect
+such a store is listed by Spark, which hides temp files, so there Spark's own error names them.
 """
 
 from __future__ import annotations
@@ -23,11 +24,11 @@ import fcntl
 import os
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import urlparse
 
 from tables.errors import TerminalError
+from tables.jvm import is_classic
+from tables.storage import local_path, walk_files
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -49,44 +50,15 @@ def is_spark_temp_file(name: str) -> bool:
     return _TEMP_FILE.fullmatch(name) is not None
 
 
-def local_path(location: str) -> Path | None:
-    """The local path of a checkpoint location, or None for a remote store."""
-    parsed = urlparse(location)
-    if parsed.scheme in ("", "file"):
-        return Path(parsed.path if parsed.scheme else location)
-    return None
-
-
 def leftover_temp_files(spark: SparkSession, checkpoint: str) -> list[str]:
-    """The temp files a killed run left in the checkpoint's logs.
-
-    A local checkpoint is listed directly: Hadoop's local file system hides `.crc` files.
-    """
-    from tables.session import hadoop_path
-
-    local = local_path(checkpoint)
-    if local is not None:
-        return sorted(
-            os.path.join(directory, name)
-            for log in LOG_DIRECTORIES
-            for directory, _, files in os.walk(local / log)
-            for name in files
-            if is_spark_temp_file(name)
-        )
-    found: list[str] = []
+    """The temp files a killed run left in the checkpoint's logs (any store a listing reaches)."""
     root = checkpoint.rstrip("/")
-    for directory in LOG_DIRECTORIES:
-        fs, path = hadoop_path(spark, f"{root}/{directory}")
-        if not fs.exists(path):
-            continue
-        pending = [path]
-        while pending:
-            for status in fs.listStatus(pending.pop()):
-                if status.isDirectory():
-                    pending.append(status.getPath())
-                elif is_spark_temp_file(str(status.getPath().getName())):
-                    found.append(str(status.getPath().toString()))
-    return sorted(found)
+    return sorted(
+        name
+        for directory in LOG_DIRECTORIES
+        for name in walk_files(spark, f"{root}/{directory}")
+        if is_spark_temp_file(name.rstrip("/").rsplit("/", 1)[-1])
+    )
 
 
 @contextlib.contextmanager
@@ -97,6 +69,11 @@ def hold_checkpoint(spark: SparkSession, checkpoint: str) -> Iterator[list[str]]
     if temp files are found where no lock can tell that they are abandoned.
     """
     local = local_path(checkpoint)
+    if local is None and not is_classic(spark):
+        # Over Spark Connect a remote store is listed by Spark, which hides temp files: Spark's
+        # own error (with its hint) is what names them, if the stream meets one.
+        yield []
+        return
     if local is None:
         leftovers = leftover_temp_files(spark, checkpoint)
         if leftovers:
@@ -124,7 +101,8 @@ def hold_checkpoint(spark: SparkSession, checkpoint: str) -> Iterator[list[str]]
         lock.flush()
         removed = leftover_temp_files(spark, checkpoint)
         for name in removed:
-            Path(name).unlink(missing_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name)
         try:
             yield removed
         finally:

@@ -26,14 +26,15 @@ from ingest.outcomes import assert_not_held, audit_after_commit, outcomes_of, re
 from ingest.sources.resume import read_batch_base, write_batch_base
 from ingest.stopping import StopRequest, StopRequested, stop_on_signals
 from ingest.timings import settled_timings
-from ingest.triggers import parse_trigger
+from ingest.triggers import parse_trigger, start_query
 from quality.expectations import ExpectationGate
 from quality.quarantine import ensure_quarantine_table
 from tables.catalog import ensure_table
 from tables.errors import CheckpointLostError, LakehouseError, TerminalError, error_summary
 from tables.faults import fault_point
+from tables.jvm import is_classic
 from tables.log import committed_batch
-from tables.session import hadoop_path
+from tables.storage import child_names, exists
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -84,10 +85,7 @@ class RunReport:
 
 def checkpoint_has_offsets(spark: SparkSession, checkpoint: str) -> bool:
     """True if the stream checkpoint has written at least one offsets entry (any file system)."""
-    fs, path = hadoop_path(spark, f"{checkpoint.rstrip('/')}/offsets")
-    if not fs.exists(path):
-        return False
-    return any(status.getPath().getName().isdigit() for status in fs.listStatus(path))
+    return any(name.isdigit() for name in child_names(spark, f"{checkpoint.rstrip('/')}/offsets"))
 
 
 def assert_checkpoint_matches_log(
@@ -150,21 +148,37 @@ def run_pipeline(
             report.stopped_by = stop.signum
             return report
         try:
-            _run_stream(
-                spark,
-                pipeline,
-                spec,
-                report,
-                stop,
-                trigger_args,
-                starting_offsets,
-                outcomes,
-                on_batch=on_batch,
-                on_audit=on_audit,
-                quality_dir=quality_dir,
-                on_settled=on_settled,
-                on_failed=on_failed,
-            )
+            if is_classic(spark):
+                _run_stream(
+                    spark,
+                    pipeline,
+                    spec,
+                    report,
+                    stop,
+                    trigger_args,
+                    starting_offsets,
+                    outcomes,
+                    on_batch=on_batch,
+                    on_audit=on_audit,
+                    quality_dir=quality_dir,
+                    on_settled=on_settled,
+                    on_failed=on_failed,
+                )
+            else:
+                _run_through_connect(
+                    spark,
+                    pipeline,
+                    spec,
+                    report,
+                    stop,
+                    trigger_args,
+                    starting_offsets,
+                    on_batch=on_batch,
+                    on_audit=on_audit,
+                    quality_dir=quality_dir,
+                    on_settled=on_settled,
+                )
+                recover_outcomes(spark, spec, pipeline.app_id, outcomes)
         finally:
             outcomes.flush()
     if report.results and report.stopped_by is None:
@@ -241,15 +255,7 @@ def _run_stream(
             raise
 
     stream = source.open_stream(spark, schema, starting_offsets=starting_offsets)
-    query = (
-        stream.writeStream.queryName(
-            f"lakehouse_{pipeline.app_id}".replace("-", "_").replace(".", "_")
-        )
-        .foreachBatch(handle)
-        .option("checkpointLocation", pipeline.checkpoint)
-        .trigger(**trigger_args)
-        .start()
-    )
+    query = start_query(stream, pipeline.app_id, pipeline.checkpoint, trigger_args, handle)
     try:
         while not query.awaitTermination(_WAIT_SECONDS):
             outcomes.flush_if_due()
@@ -275,10 +281,59 @@ def _run_stream(
 _WAIT_SECONDS = 1
 
 
+def _run_through_connect(
+    spark: SparkSession,
+    pipeline: PipelineSpec,
+    spec: TableSpec,
+    report: RunReport,
+    stop: StopRequest,
+    trigger_args: Mapping[str, Any],
+    starting_offsets: str | None,
+    *,
+    on_batch: BatchCallback | None,
+    on_audit: Callable[[CheckResult], None] | None,
+    quality_dir: Path | None,
+    on_settled: BatchCallback | None = None,
+) -> None:
+    """Run the stream through a Spark Connect server (`ingest.remote`), reporting as it goes.
+
+    The batches run in the server's Python worker; after the query ends, the outcomes it had not
+    appended yet are appended from the ledger (`recover_outcomes`). A batch read back from the
+    ledger is settled (its audit is in its entry) but carries no stage timings.
+    """
+    from ingest.remote import run_remote_stream
+
+    def reported(result: BatchResult, audits: list[CheckResult]) -> None:
+        report.results.append(result)
+        if on_batch is not None:
+            on_batch(result)
+        for audit in audits:
+            report.audits.append(audit)
+            if on_audit is not None:
+                on_audit(audit)
+        if on_settled is not None:
+            on_settled(result)
+
+    stream = pipeline.source.open_stream(
+        spark, spec.data_schema(spark), starting_offsets=starting_offsets
+    )
+    run_remote_stream(
+        spark,
+        pipeline,
+        spec,
+        stop,
+        stream,
+        trigger_args,
+        read_batch_base(spark, pipeline.checkpoint),
+        on_result=reported,
+        quality_dir=quality_dir,
+    )
+    report.stopped_by = stop.signum
+
+
 def _is_checkpointed(spark: SparkSession, checkpoint: str, batch_id: int) -> bool:
     """True once Spark's commit log holds the stream batch (its checkpoint is complete)."""
-    fs, path = hadoop_path(spark, f"{checkpoint.rstrip('/')}/commits/{batch_id}")
-    return bool(fs.exists(path))
+    return exists(spark, f"{checkpoint.rstrip('/')}/commits/{batch_id}")
 
 
 def _commit_stream_batch(

@@ -1,4 +1,4 @@
-"""`lakehouse serve`: a JDBC endpoint (HiveServer2 protocol) over the lakehouse's tables.
+"""`lakehouse serve`: a JDBC endpoint and a Spark Connect endpoint over the lakehouse's tables.
 
 Analysts and BI tools connect with any HiveServer2 client (beeline, a JDBC driver, PyHive) and
 query the tables by name while ingestion runs in other processes. It is Spark's own Thrift
@@ -7,22 +7,35 @@ home and catalog as every `lakehouse` command, and the read-only guard of `lakeh
 (`tables.readonly`) unless writes are allowed. Tables that other processes create later are
 registered as they appear (`tables.warehouse`), and every query reads the newest committed
 version of each table it names.
+
+Programs, and `lakehouse --remote`, use Spark Connect: Spark's own Connect server, in a JVM of
+its own (a child process), configured as the embedded session is (`tables.session.
+embedded_settings`), with this interpreter as its Python workers so that a pipeline's batches
+run this package's code. It is not read-only: a Connect client is a Spark session like any
+other, and `lakehouse sql --remote` marks its own session read-only as the embedded one does.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tables.catalogs import CatalogSpec
 from tables.connectors import cached_delta_jars
 from tables.errors import ConfigError, SessionError
-from tables.readonly import SERVER_READ_ONLY_CONF, trust_this_thread
-from tables.session import start_jdbc_server
+from tables.jvm.servers import start_jdbc_server, trust_this_thread
+from tables.readonly import SERVER_READ_ONLY_CONF
+from tables.session import embedded_settings
 from tables.warehouse import register_all
 
 if TYPE_CHECKING:
@@ -30,7 +43,10 @@ if TYPE_CHECKING:
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 10000
+DEFAULT_CONNECT_PORT = 15002
 REFRESH_SECONDS = 5.0
+CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+CONNECT_START_SECONDS = 180.0
 
 
 @dataclass(frozen=True)
@@ -98,3 +114,87 @@ def run_server(
             register_all(spark)
     finally:
         server.stop()
+
+
+@dataclass
+class ConnectServer:
+    """Spark's Connect server in a child process, configured for the lakehouse home."""
+
+    process: subprocess.Popen[bytes]
+    url: str
+    log: Path
+
+    def wait_ready(self, host: str, port: int, timeout: float = CONNECT_START_SECONDS) -> None:
+        """Return once the server accepts connections; SessionError if it ended or timed out."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise SessionError(
+                    f"the Spark Connect server ended with exit code {self.process.returncode} "
+                    f"before it listened on {host}:{port}; see {self.log}"
+                )
+            with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=1):
+                return
+            time.sleep(0.5)
+        self.stop()
+        raise SessionError(f"the Spark Connect server did not listen within {timeout:.0f} s")
+
+    def stop(self, timeout: float = 30.0) -> int | None:
+        """Stop the server (SIGTERM, then SIGKILL after `timeout`); its exit code."""
+        if self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        return self.process.returncode
+
+
+def connect_server_command(
+    home: Path, catalog: CatalogSpec, host: str, port: int
+) -> tuple[list[str], dict[str, str]]:
+    """The spark-submit command line and environment of a Connect server for `home`."""
+    import pyspark
+
+    from tables.connectors import cached_delta_classpath
+
+    delta_driver_jars()  # resolves and remembers Delta's JARs if nothing is remembered yet
+    delta = [str(j) for j in cached_delta_classpath() or ()]
+    settings = embedded_settings(
+        home,
+        catalog,
+        kafka=True,
+        driver_classpath=delta_driver_jars(),
+        extra_conf={
+            "spark.connect.grpc.binding.address": host,
+            "spark.connect.grpc.binding.port": str(port),
+            "spark.app.name": "lakehouse-connect",
+        },
+    )
+    settings["spark.jars"] = ",".join([*delta, *filter(None, settings["spark.jars"].split(","))])
+    spark_home = Path(pyspark.__file__).parent
+    command = [str(spark_home / "bin" / "spark-submit"), "--class", CONNECT_SERVER_CLASS]
+    for key, value in settings.items():
+        command += ["--conf", f"{key}={value}"]
+    env = {
+        **os.environ,
+        "SPARK_HOME": str(spark_home),
+        "SPARK_LOCAL_IP": host if host != "0.0.0.0" else "127.0.0.1",
+        "PYSPARK_PYTHON": sys.executable,
+    }
+    return command, env
+
+
+def start_connect_server(home: Path, catalog: CatalogSpec, host: str, port: int) -> ConnectServer:
+    """Start Spark's Connect server for `home` in a child process (not yet ready)."""
+    command, env = connect_server_command(home, catalog, host, port)
+    log = home / "logs" / "connect-server.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as output:
+        process = subprocess.Popen(
+            command, env=env, stdout=output, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    return ConnectServer(process, f"sc://{host}:{port}", log)

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from tables.errors import ConfigError
 from tables.identifiers import shorten
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from pyspark.sql.streaming.query import StreamingQuery
 
 AVAILABLE_NOW = "available-now"
 #: ASCII only: `\d` would take other scripts' digits (U+0663 ARABIC-INDIC DIGIT THREE) and re.I
@@ -35,3 +40,21 @@ def parse_trigger(text: str) -> dict[str, Any]:
 def is_available_now(text: str) -> bool:
     """Return True if the trigger stops by itself once the landed data is processed."""
     return parse_trigger(text) == {"availableNow": True}
+
+
+def start_query(
+    stream: DataFrame,
+    app_id: str,
+    checkpoint: str,
+    trigger_args: Mapping[str, Any],
+    handler: Callable[[DataFrame, int], None],
+) -> StreamingQuery:
+    """Start a pipeline's `foreachBatch` query, named after its app id, on its checkpoint."""
+    name = f"lakehouse_{app_id}".replace("-", "_").replace(".", "_")
+    return (
+        stream.writeStream.queryName(name)
+        .foreachBatch(handler)
+        .option("checkpointLocation", checkpoint)
+        .trigger(**trigger_args)
+        .start()
+    )

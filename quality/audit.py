@@ -30,8 +30,8 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from quality.results import DUPLICATE_KEYS_CHECK, CheckResult
-from tables.log import admin_metadata, commit_session
-from tables.scan import files_scanned
+from tables.catalog import require_table
+from tables.log import admin_metadata, merge_into
 from tables.spec import APP_ID_COLUMN, BATCH_ID_COLUMN, INGESTED_AT_COLUMN
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ def duplicate_keys(
         checked_keys=int(row["checked"] or 0),
         failing_keys=failing,
         sample_keys=tuple(row["sample"] or ()),
-        files_read=files_scanned(summary),
+        files_read=len(scope.inputFiles()),
     )
 
 
@@ -98,7 +98,7 @@ def key_ranges(batch: DataFrame, keys: tuple[str, ...]) -> tuple[dict[str, tuple
         *[F.min(k).alias(f"min_{k}") for k in keys], *[F.max(k).alias(f"max_{k}") for k in keys]
     )
     row = bounds.collect()[0]
-    return {k: (row[f"min_{k}"], row[f"max_{k}"]) for k in keys}, files_scanned(bounds)
+    return {k: (row[f"min_{k}"], row[f"max_{k}"]) for k in keys}, len(batch.inputFiles())
 
 
 def within_ranges(ranges: Mapping[str, tuple[Any, Any]]) -> Column:
@@ -207,7 +207,12 @@ def audit_before_commit(
 
 
 def audit_table(spark: SparkSession, spec: TableSpec) -> CheckResult:
-    """The same check over every key of the table (`lakehouse check --full`)."""
+    """The same check over every key of the table (`lakehouse check --full`).
+
+    The table is looked up first: in a new process the embedded catalog registers it from its
+    warehouse directory only then.
+    """
+    require_table(spark, spec.name)
     result = duplicate_keys(spark.table(spec.name), spec.keys)
     return replace(result, table=spec.name, action=spec.audit_policy)
 
@@ -231,8 +236,6 @@ def repair_duplicates(spark: SparkSession, spec: TableSpec, audit: CheckResult) 
     copies by (key, app id, batch id), which identifies one row, and records a `repair` ledger
     entry; re-running it finds nothing to do.
     """
-    from delta.tables import DeltaTable
-
     if audit.app_id is not None and audit.batch_id is not None:
         batch = commit_rows(spark, spec, audit.app_id, audit.batch_id)
         ranges, _ = key_ranges(batch, spec.keys)
@@ -258,13 +261,6 @@ def repair_duplicates(spark: SparkSession, spec: TableSpec, audit: CheckResult) 
         "repair",
         {"kind": "repair", "check": audit.check, "keys": list(audit.sample_keys)},
     )
-    clone = commit_session(spark, meta)
     on = " AND ".join(f"t.`{c}` <=> s.`{c}`" for c in (*spec.keys, APP_ID_COLUMN, BATCH_ID_COLUMN))
-    (
-        DeltaTable.forName(clone, spec.name)
-        .alias("t")
-        .merge(extras.alias("s"), on)
-        .whenMatchedDelete()
-        .execute()
-    )
+    merge_into(spark, spec.name, extras, on, ["WHEN MATCHED THEN DELETE"], meta)
     return replace(audit, status="repaired", action="repair")

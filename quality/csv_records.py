@@ -16,7 +16,8 @@ per file, its bytes undecoded) and split here, in Python, once per file:
 
 The fields are then typed by Spark (`try_cast`), and the rows go through the same
 classification as JSON. Field rules follow Spark's CSV defaults: `"` quotes, `""` or `\\"`
-inside quotes is a quote, an unquoted empty field is NULL, a quoted empty field is "".
+inside quotes is a quote, an unquoted empty field is NULL, a quoted empty field is "". An empty
+`quote` or `escape` option turns quoting or escaping off.
 """
 
 from __future__ import annotations
@@ -141,8 +142,8 @@ def file_records(
         if head.startswith(magic):
             return [{"raw": None, "values": None, "fault": _undecodable(codec), "rescued": None}]
     sep = reader_option(options, "sep") or reader_option(options, "delimiter") or ","
-    quote = reader_option(options, "quote") or '"'
-    escape = reader_option(options, "escape") or "\\"
+    quote = _char_option(options, "quote", '"')
+    escape = _char_option(options, "escape", "\\")
     has_header = str(reader_option(options, "header") or "true").lower() == "true"
     records = [r for r in split_records(data.removeprefix(b"\xef\xbb\xbf"), quote, escape)]
     records = [r for r in records if r.strip()]
@@ -164,6 +165,12 @@ def file_records(
             continue
         out.append({"raw": raw, **_mapped(fields, header, columns, decimals or {})})
     return out
+
+
+def _char_option(options: Mapping[str, str], name: str, default: str) -> str:
+    """A one-character option; given but empty turns it off (Spark reads "" as NUL)."""
+    value = reader_option(options, name)
+    return default if value is None else value
 
 
 def _is_utf8(raw: bytes) -> bool:

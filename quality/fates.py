@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING
-from urllib.parse import unquote
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -22,6 +21,7 @@ from quality.malformed import (
 from quality.quarantine import REASON_COLUMN, SOURCE_COLUMN
 from quality.records import FAULT_COLUMN, magic_codec, undecodable_reason
 from tables.errors import UnknownFieldsError
+from tables.identifiers import file_of_recorded_path, literal_path
 from tables.spec import RESCUED_COLUMN
 
 if TYPE_CHECKING:
@@ -51,10 +51,10 @@ def undecodable_files(spark: SparkSession, candidates: Collection[str]) -> dict[
     """
     found: dict[str, str] = {}
     for name in sorted(candidates):
-        # `_metadata.file_path` is URL-encoded; the reader takes the decoded path.
+        # `_metadata.file_path` is URL-encoded; the reader takes the decoded path, literally.
         first = (
             spark.read.format("text")
-            .load(unquote(name))
+            .load(literal_path(file_of_recorded_path(name)))
             .select(magic_codec(F.col("value")).alias("codec"))
             .limit(1)
             .collect()

@@ -1,11 +1,11 @@
 """Creating declared tables and registering them in the catalog, idempotently.
 
-Creation goes through `DeltaTable.createIfNotExists`, so two processes starting at once both end
-with one table. A table that already exists is checked against its spec: a column that is
-missing or has another type is a SchemaMismatchError, never a silent rewrite, except for the
-columns a spec marks as addable (the rescued-data column, the quarantine's raw bytes): a table
-created before they existed gains them with `ALTER TABLE ... ADD COLUMNS`, a metadata-only Delta
-commit that rewrites no data file.
+Creation is `CREATE TABLE IF NOT EXISTS ... USING delta` (SQL, so it works over Spark Connect
+too), and two processes starting at once both end with one table. A table that already exists
+is checked against its spec: a column that is missing or has another type is a
+SchemaMismatchError, never a silent rewrite, except for the columns a spec marks as addable (the
+rescued-data column, the quarantine's raw bytes): a table created before they existed gains them
+with `ALTER TABLE ... ADD COLUMNS`, a metadata-only Delta commit that rewrites no data file.
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tables.errors import SchemaMismatchError, TableNotFoundError
-from tables.identifiers import validate_table_name
+from tables.identifiers import quote_identifier, sql_string_literal, validate_table_name
 from tables.spec import RESCUED_COLUMN
 from tables.warehouse import is_warehouse_catalog, register, table_location, warehouse_dir
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-    from pyspark.sql.types import StructType
+    from pyspark.sql.types import StructField, StructType
 
     from tables.spec import TableSpec
 
@@ -88,24 +88,19 @@ def create_table(
     An existing table that lacks one of the `addable` columns of `schema` gains it (appended at
     the end) instead of failing the check.
     """
-    from delta.tables import DeltaTable
-
     validate_table_name(name)
     if table_exists(spark, name):
         add_missing_columns(spark, name, schema, addable)
         _assert_matches(spark, name, schema)
         return False
-    builder = DeltaTable.createIfNotExists(spark).tableName(name).addColumns(schema)
+    location = None
     if is_warehouse_catalog(spark):
         # An external table at the managed location: every process finds it there by name, and
         # no process trips over a "non-empty location" that another one filled.
-        builder = builder.location(table_location(warehouse_dir(spark), name))
-    if partition_by:
-        builder = builder.partitionedBy(*partition_by)
-    for key, value in (properties or {}).items():
-        builder = builder.property(key, value)
+        location = table_location(warehouse_dir(spark), name)
+    statement = create_statement(name, schema, partition_by, properties or {}, location)
     try:
-        builder.execute()
+        spark.sql(statement)
     except Exception:
         # Another process or thread created it first (Delta reports the lost race for version 0
         # as a concurrent protocol or metadata change, or, while the winner's first commit is
@@ -116,6 +111,39 @@ def create_table(
         _assert_matches(spark, name, schema)
         return False
     return True
+
+
+def create_statement(
+    name: str,
+    schema: StructType,
+    partition_by: tuple[str, ...],
+    properties: Mapping[str, str],
+    location: str | None,
+) -> str:
+    """The `CREATE TABLE IF NOT EXISTS ... USING delta` statement of a table (names quoted)."""
+    columns = ", ".join(column_definition(field) for field in schema.fields)
+    statement = f"CREATE TABLE IF NOT EXISTS {quote_identifier(name)} ({columns}) USING delta"
+    if partition_by:
+        statement += f" PARTITIONED BY ({', '.join(quote_identifier(c) for c in partition_by)})"
+    if location is not None:
+        statement += f" LOCATION {sql_string_literal(location)}"
+    if properties:
+        pairs = ", ".join(
+            f"{sql_string_literal(k)} = {sql_string_literal(v)}" for k, v in properties.items()
+        )
+        statement += f" TBLPROPERTIES ({pairs})"
+    return statement
+
+
+def column_definition(field: StructField) -> str:
+    """One column of a CREATE TABLE: quoted name, type, NOT NULL, comment."""
+    text = f"{quote_identifier(field.name)} {field.dataType.simpleString()}"
+    if not field.nullable:
+        text += " NOT NULL"
+    comment = field.metadata.get("comment")
+    if comment:
+        text += f" COMMENT {sql_string_literal(str(comment))}"
+    return text
 
 
 def _appears(spark: SparkSession, name: str, timeout: float = 60.0) -> bool:
@@ -175,11 +203,9 @@ def ensure_table(spark: SparkSession, spec: TableSpec) -> bool:
 
 
 def table_detail(spark: SparkSession, name: str) -> TableDetail:
-    """Read `DESCRIBE DETAIL` for a table through delta-spark."""
-    from delta.tables import DeltaTable
-
+    """Read `DESCRIBE DETAIL` for a table."""
     require_table(spark, name)
-    row = DeltaTable.forName(spark, name).detail().collect()[0].asDict()
+    row = spark.sql(f"DESCRIBE DETAIL {quote_identifier(name)}").collect()[0].asDict()
     return TableDetail(
         name=name,
         location=str(row["location"]),

@@ -34,7 +34,6 @@ KAFKA_CLIENTS_VERSION = "3.9.1"  # what spark-sql-kafka 4.1.3 is built against
 COMMONS_POOL2_VERSION = "2.12.1"
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 CACHE_ENV = "LAKEHOUSE_JAR_CACHE"
-DELTA_CLASSPATH_FILE = "delta-driver-classpath.txt"
 #: The resolved JARs a driver needs on its own class path to load Delta in threads that Spark's
 #: JAR class loader does not reach (the Thrift server's): Delta's and Unity Catalog's own, not the
 #: third-party libraries Ivy also lists, which PySpark ships in its own versions.
@@ -184,21 +183,43 @@ def driver_jars(resolved: str) -> list[Path]:
     return jars
 
 
-def remember_delta_jars(resolved: str) -> None:
-    """Keep the Delta JARs a session resolved, for drivers that need them on their class path."""
-    jars = driver_jars(resolved)
-    if jars:
-        target = cache_root() / DELTA_CLASSPATH_FILE
-        target.parent.mkdir(parents=True, exist_ok=True)
-        staging = target.with_suffix(f".{os.getpid()}.tmp")
-        staging.write_text("\n".join(str(j) for j in jars) + "\n")
-        staging.replace(target)
+def delta_classpath_file() -> Path:
+    """Where the full list of JARs Delta's pip configuration resolved is kept, per version."""
+    from importlib.metadata import version
+
+    return cache_root() / f"delta-classpath-{version('delta-spark')}.txt"
 
 
-def cached_delta_jars() -> list[Path] | None:
-    """The remembered Delta JARs, or None if none are remembered or one has gone."""
-    source = cache_root() / DELTA_CLASSPATH_FILE
+def remember_delta_classpath(resolved: str) -> None:
+    """Keep every JAR a session resolved for Delta, so later sessions skip Ivy's resolution."""
+    jars = [
+        Path(entry.strip().removeprefix("file://").removeprefix("file:"))
+        for entry in resolved.split(",")
+        if entry.strip()
+    ]
+    root = cache_root().resolve()
+    jars = [j for j in jars if not j.resolve().is_relative_to(root)]  # the guard, connectors
+    delta = [j for j in jars if j.name.startswith(_DRIVER_JAR_PREFIXES)]
+    if not delta or not all(j.is_file() for j in jars):
+        return
+    target = delta_classpath_file()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.with_suffix(f".{os.getpid()}.tmp")
+    staging.write_text("\n".join(str(j) for j in jars) + "\n")
+    staging.replace(target)
+
+
+def cached_delta_classpath() -> list[Path] | None:
+    """The remembered JARs of Delta's pip configuration, or None if none or one has gone."""
+    source = delta_classpath_file()
     if not source.is_file():
         return None
     jars = [Path(line) for line in source.read_text().splitlines() if line.strip()]
     return jars if jars and all(j.is_file() for j in jars) else None
+
+
+def cached_delta_jars() -> list[Path] | None:
+    """Delta's own JARs of the remembered class path (`driver_jars`), or None if none remembered."""
+    jars = cached_delta_classpath()
+    found = driver_jars(",".join(str(j) for j in jars)) if jars is not None else []
+    return found or None

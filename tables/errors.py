@@ -67,6 +67,10 @@ class SessionError(TerminalError):
     """Spark could not be started (no Java, Delta JARs unreachable, metastore locked)."""
 
 
+class ClassicOnlyError(SessionError):
+    """An operation with no public Spark or Delta API was asked of a Spark Connect session."""
+
+
 class TableNotFoundError(TerminalError):
     """The named table is not in the catalog."""
 

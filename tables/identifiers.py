@@ -169,3 +169,28 @@ def sql_string_literal(value: str) -> str:
     """Render a Python string as a single-quoted Spark SQL literal."""
     escaped = value.replace("\\", "\\\\").replace("'", "\\'")
     return f"'{escaped}'"
+
+
+#: Characters Hadoop's glob (and so Spark's file readers) takes as a pattern in a path.
+_GLOB_CHARACTERS = re.compile(r"([{}\[\]*?\\])")
+
+
+def file_of_recorded_path(recorded: str) -> str:
+    """The file a recorded `_metadata.file_path` names, as a path Spark and Hadoop take.
+
+    Spark's `_metadata.file_path` (which the ledger records) is a URI, URL-encoded: a space is
+    `%20` and a `%` is `%25`. Handed back to Spark as it is, it names a file that does not exist.
+    Decoded once, it is the path Hadoop's `Path(String)` quotes again itself.
+    """
+    from urllib.parse import unquote
+
+    return unquote(recorded)
+
+
+def literal_path(path: str) -> str:
+    """A path whose glob characters (`{}[]*?\\`) are escaped, so a reader loads that one file.
+
+    Spark's readers expand every path they are given as a Hadoop glob; a file named `a[1].json`
+    would otherwise be read as the pattern matching `a1.json`.
+    """
+    return _GLOB_CHARACTERS.sub(r"\\\1", path)

@@ -2,29 +2,32 @@
 
 Two records live in the log, written atomically with the rows of each batch:
 - the SetTransaction marker (txnAppId -> txnVersion), the authority on the last batch an app
-  committed; read here from the table snapshot through delta-spark's JVM `DeltaLog` API, which
-  reads only the log, never data files: from the snapshot's version checksum (`<v>.crc`) when it
-  lists every marker, else from Delta's own state rebuild (a Spark job per new version,
-  delta-io/delta#4708);
+  committed, read from the snapshot's version checksum (`<v>.crc`, which lists every app's
+  marker) when it lists them all, else from Delta's own state;
 - the commit's userMetadata, a JSON `CommitMetadata` describing the batch (source, counts,
-  content hash); read back from the newest commit file, or through `DeltaTable.history()`, as
-  the ledger.
+  content hash, audit), read back as the ledger through `DESCRIBE HISTORY`.
+
+On a classic session the marker and the newest commit are read through delta-spark's JVM API
+without a Spark job (`tables.jvm.delta`); over Spark Connect, through public APIs: DESCRIBE
+HISTORY and DETAIL, and Spark's JSON and Parquet readers on the log's files, as Delta's
+PROTOCOL.md describes them (the checksum, the commits' and checkpoint's `txn` actions).
 """
 
 from __future__ import annotations
 
 import re
-import time
-from collections.abc import Callable, Iterator, Mapping
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from tables.catalog import require_table
 from tables.errors import DamagedLogError, first_line
+from tables.identifiers import quote_identifier
+from tables.jvm import is_classic
 from tables.ledger import LEDGER_FORMAT as LEDGER_FORMAT
 from tables.ledger import CommitKind as CommitKind
 from tables.ledger import CommitMetadata as CommitMetadata
@@ -33,14 +36,17 @@ from tables.ledger import admin_metadata as admin_metadata
 from tables.ledger import describe_source as describe_source
 from tables.ledger import ledger_entry_from_history as ledger_entry_from_history
 from tables.ledger import recorded_offsets as recorded_offsets
-from tables.session import clone_session, jvm_of
+from tables.session import clone_session
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
 _LOG_FILE = re.compile(r"[^\s'\"\[\](),]*_delta_log/[^\s'\"\[\](),]+")
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 CHECKSUM_MARKERS_MAX_CONF = "spark.databricks.delta.setTransactionsInCrc.maxAllowed"
 CHECKSUM_MARKERS_MAX_DEFAULT = 100
 MARKER_RETENTION_PROPERTY = "delta.setTransactionRetentionDuration"
+_HISTORY_COLUMNS = ("version", "timestamp", "operation", "userMetadata", "operationMetrics")
 
 
 def commit_session(
@@ -62,34 +68,50 @@ def commit_session(
     return clone
 
 
+def merge_into(
+    spark: SparkSession,
+    table: str,
+    source: DataFrame,
+    on: str,
+    clauses: Sequence[str],
+    meta: CommitMetadata | None = None,
+    confs: Mapping[str, str] | None = None,
+) -> dict[str, int] | None:
+    """Run `MERGE INTO table t USING source s ON on <clauses>` in a commit session.
+
+    The SQL statement works on a classic session and over Spark Connect alike (delta-spark's
+    Python MERGE builder needs Delta Connect's server plugin there). The source goes in as a
+    temp view of its own session, which the commit session, a clone of it, carries. Returns the
+    MERGE's metrics, or None when Delta skipped it because the txn marker already holds it.
+    """
+    view = f"lakehouse_merge_source_{uuid.uuid4().hex}"
+    owner = source.sparkSession
+    source.createOrReplaceTempView(view)
+    try:
+        clone = commit_session(owner, meta, confs)
+        statement = (
+            f"MERGE INTO {quote_identifier(table)} AS t USING {quote_identifier(view)} AS s "
+            f"ON {on} {' '.join(clauses)}"
+        )
+        rows = clone.sql(statement).collect()
+    finally:
+        owner.catalog.dropTempView(view)
+    return {k: int(v) for k, v in rows[0].asDict().items()} if rows else None
+
+
 def commit_markers(
     spark: SparkSession, table: str, markers: Mapping[str, int], meta: CommitMetadata
 ) -> int:
     """Commit bare SetTransaction actions (txnAppId -> version) with a ledger entry; the version.
 
     Delta's per-write txn options cannot move a marker back (a version at or below the marker is
-    skipped), so an explicit move is a commit of the actions themselves through delta-spark's JVM
-    transaction API. The transaction reads userMetadata from the thread's active session, so the
-    commit session is made active for the call.
+    skipped) and no public API commits a marker alone, so this needs a classic session
+    (`tables.jvm.delta`); over Spark Connect it is one line naming the operation.
     """
+    from tables.jvm import delta
+
     require_table(spark, table)
-    jvm = jvm_of(spark)
-    now = jvm.scala.Some(int(time.time() * 1000))
-    actions = jvm.java.util.ArrayList()
-    for app_id, version in markers.items():
-        actions.add(jvm.org.apache.spark.sql.delta.actions.SetTransaction(app_id, version, now))
-    operation = getattr(
-        getattr(jvm.org.apache.spark.sql.delta, "DeltaOperations$ManualUpdate$"), "MODULE$"
-    )
-    clone = commit_session(spark, meta)
-    sessions = jvm.org.apache.spark.sql.SparkSession
-    sessions.setActiveSession(clone._jsparkSession)
-    try:
-        delta_log(spark, table).startTransaction().commit(
-            jvm.scala.jdk.javaapi.CollectionConverters.asScala(actions).toSeq(), operation
-        )
-    finally:
-        sessions.setActiveSession(spark._jsparkSession)
+    delta.commit_bare_markers(spark, commit_session(spark, meta), table, markers)
     return table_version(spark, table)
 
 
@@ -101,20 +123,19 @@ def read_ledger(
     return _ledger(spark, table, app_id, limit)
 
 
+def history_rows(spark: SparkSession, table: str, limit: int | None) -> list[dict[str, Any]]:
+    """The table's newest `limit` history rows (all when None), newest first."""
+    statement = f"DESCRIBE HISTORY {quote_identifier(table)}"
+    if limit:
+        statement += f" LIMIT {int(limit)}"
+    rows = spark.sql(statement).select(*_HISTORY_COLUMNS).collect()
+    return [r.asDict() for r in rows]
+
+
 def _ledger(
     spark: SparkSession, table: str, app_id: str | None, limit: int | None
 ) -> list[LedgerEntry]:
-    from delta.tables import DeltaTable
-
-    history = (
-        DeltaTable.forName(spark, table).history(limit)
-        if limit
-        else (DeltaTable.forName(spark, table).history())
-    )
-    rows = history.select(
-        "version", "timestamp", "operation", "userMetadata", "operationMetrics"
-    ).collect()
-    entries = [ledger_entry_from_history(r.asDict()) for r in rows]
+    entries = [ledger_entry_from_history(r) for r in history_rows(spark, table, limit)]
     return [e for e in entries if e is not None and (app_id is None or e.meta.app_id == app_id)]
 
 
@@ -123,8 +144,8 @@ def find_ledger_entry(
 ) -> LedgerEntry | None:
     """Find the commit of (app id, batch id): the newest commit first, then recent history.
 
-    The newest commit is read from its one log file, without a Spark job: right after a commit,
-    or on a retried batch, it is almost always the one asked for.
+    Right after a commit, or on a retried batch, the newest commit is almost always the one
+    asked for.
     """
     require_table(spark, table)
     latest = latest_ledger_entry(spark, table)
@@ -143,63 +164,20 @@ def is_batch_entry(entry: LedgerEntry, app_id: str, batch_id: int) -> bool:
 
 
 def latest_ledger_entry(spark: SparkSession, table: str) -> LedgerEntry | None:
-    """The ledger entry of the newest commit, read from that commit's file; None if not ours.
+    """The ledger entry of the newest commit; None if that commit is not this project's.
 
-    Delta's `getCommitInfoOpt` reads the one `<version>.json` through the table's log store, so
-    no Spark job runs and the store may be any Delta supports.
+    A classic session reads the commit's one file (no Spark job); otherwise the newest row of
+    DESCRIBE HISTORY.
     """
-    jvm = jvm_of(spark)
+    if is_classic(spark):
+        from tables.jvm import delta
 
-    def read(snapshot: Any) -> LedgerEntry | None:
-        log = snapshot.deltaLog()
-        version = int(snapshot.version())
-        path = jvm.org.apache.spark.sql.delta.util.FileNames.unsafeDeltaFile(log.logPath(), version)
-        try:
-            found = jvm.org.apache.spark.sql.delta.DeltaHistoryManager.getCommitInfoOpt(
-                log.store(), path, log.newDeltaHadoopConf()
-            )
-        except Exception:  # not a plain `<v>.json` (a staged commit): history finds it
-            return None
-        if not found.isDefined():
-            return None
-        info = found.get()
-        metrics = info.operationMetrics()
-        return ledger_entry_from_history(
-            {
-                "version": version,
-                "timestamp": datetime.fromtimestamp(info.timestamp().getTime() / 1000),
-                "operation": info.operation(),
-                "userMetadata": info.userMetadata().get()
-                if info.userMetadata().isDefined()
-                else None,
-                "operationMetrics": _java_map(jvm, metrics.get()) if metrics.isDefined() else {},
-            }
-        )
-
-    return _read_state(spark, table, read)
-
-
-def _java_map(jvm: Any, scala_map: Any) -> dict[str, str]:
-    converted = jvm.scala.jdk.javaapi.CollectionConverters.asJava(scala_map)
-    return {str(k): str(v) for k, v in dict(converted).items()}
-
-
-def delta_log(spark: SparkSession, table: str) -> Any:
-    """delta-spark's JVM `DeltaLog` of a catalog table (for markers and raw transactions)."""
-    jspark = spark._jsparkSession
-    identifier = jspark.sessionState().sqlParser().parseTableIdentifier(table)
-    return jvm_of(spark).org.apache.spark.sql.delta.DeltaLog.forTable(jspark, identifier)
-
-
-def _read_state(spark: SparkSession, table: str, read: Callable[[Any], T]) -> T:
-    """Apply `read` to the table's current snapshot; a damaged log file becomes one clear error.
-
-    The snapshot is built lazily: reading its state (markers, version) is what reads the newest
-    checkpoint and the JSON commits after it, so `read` runs inside the same guard.
-    """
-    none = jvm_of(spark).scala.Option.empty()
-    with naming_damaged_log(table):
-        return read(delta_log(spark, table).update(False, none, none))
+        with naming_damaged_log(table):
+            row = delta.newest_commit(spark, table)
+        if row is not None:
+            return ledger_entry_from_history(row)
+    rows = history_rows(spark, table, 1)
+    return ledger_entry_from_history(rows[0]) if rows else None
 
 
 @contextmanager
@@ -253,12 +231,11 @@ def is_checksum_complete(listed: int | None, max_listed: int, retention_set: boo
 
 
 def read_markers(spark: SparkSession, table: str) -> MarkerRead:
-    """Every app id's marker: from the snapshot's version checksum, else Delta's state rebuild.
+    """Every app id's marker: from the snapshot's version checksum, else from the whole log.
 
-    The checksum belongs to the snapshot's own version (Delta loads `<v>.crc` for the version it
-    listed, or computes it incrementally after its own commit), so both reads describe the same
-    version. `Snapshot.transactions` rebuilds the whole table state with a Spark job on every new
-    version (delta-io/delta#4708, fixed on Delta's master by #6929, in no release yet); the
+    The checksum belongs to the snapshot's own version, so both reads describe the same
+    version. Delta's `Snapshot.transactions` rebuilds the table state with a Spark job on every
+    new version (delta-io/delta#4708, fixed on Delta's master by #6929, in no release yet); the
     checksum holds the same markers and costs no job.
     """
     require_table(spark, table)
@@ -266,40 +243,87 @@ def read_markers(spark: SparkSession, table: str) -> MarkerRead:
         spark.conf.get(CHECKSUM_MARKERS_MAX_CONF, str(CHECKSUM_MARKERS_MAX_DEFAULT))
         or CHECKSUM_MARKERS_MAX_DEFAULT
     )
+    with naming_damaged_log(table):
+        if is_classic(spark):
+            return _classic_markers(spark, table, max_listed)
+        return _logged_markers(spark, table, max_listed)
 
-    def markers(snapshot: Any) -> MarkerRead:
-        listed = _checksum_markers(snapshot)
-        retention = bool(snapshot.metadata().configuration().contains(MARKER_RETENTION_PROPERTY))
+
+def _classic_markers(spark: SparkSession, table: str, max_listed: int) -> MarkerRead:
+    from tables.jvm import delta
+
+    def read(snapshot: Any) -> MarkerRead:
+        listed = delta.checksum_markers(snapshot)
+        retention = delta.has_marker_retention(snapshot, MARKER_RETENTION_PROPERTY)
         version = int(snapshot.version())
         if listed is not None and is_checksum_complete(len(listed), max_listed, retention):
             return MarkerRead(listed, from_checksum=True, version=version)
-        return MarkerRead(_state_markers(snapshot), from_checksum=False, version=version)
+        return MarkerRead(delta.state_markers(snapshot), from_checksum=False, version=version)
 
-    return _read_state(spark, table, markers)
+    return delta.read_snapshot(spark, table, read)
 
 
-def _checksum_markers(snapshot: Any) -> dict[str, int] | None:
-    checksum = snapshot.checksumOpt()
-    if not checksum.isDefined():
+def _logged_markers(spark: SparkSession, table: str, max_listed: int) -> MarkerRead:
+    """The markers read with Spark's own readers from the log's files (PROTOCOL.md).
+
+    The version comes from DESCRIBE HISTORY, the location and properties from DESCRIBE DETAIL;
+    the checksum `<v>.crc` is a JSON object whose `setTransactions` lists the markers. When it
+    cannot stand for them, every `txn` action of the newest checkpoint and of the commits after
+    it is read, and the newest version of each app id wins, as Delta's own replay does.
+    """
+    version = int(history_rows(spark, table, 1)[0]["version"])
+    detail = spark.sql(f"DESCRIBE DETAIL {quote_identifier(table)}").collect()[0]
+    log = f"{str(detail['location']).rstrip('/')}/_delta_log"
+    retention = MARKER_RETENTION_PROPERTY in (detail["properties"] or {})
+    listed = _checksum_list(spark, f"{log}/{version:020d}.crc")
+    if listed is not None and is_checksum_complete(len(listed), max_listed, retention):
+        return MarkerRead(listed, from_checksum=True, version=version)
+    return MarkerRead(_replayed_markers(spark, log, version), from_checksum=False, version=version)
+
+
+def _checksum_list(spark: SparkSession, path: str) -> dict[str, int] | None:
+    try:
+        checksum = spark.read.json(path)
+    except Exception as exc:
+        if "PATH_NOT_FOUND" in str(exc):
+            return None
+        raise
+    if "setTransactions" not in checksum.columns:
         return None
-    listed = checksum.get().setTransactions()
-    if not listed.isDefined():
+    row = checksum.select("setTransactions").collect()[0]
+    if row["setTransactions"] is None:
         return None
-    found: dict[str, int] = {}
-    iterator = listed.get().iterator()
-    while iterator.hasNext():
-        txn = iterator.next()
-        found[str(txn.appId())] = int(txn.version())
-    return found
+    return {str(t["appId"]): int(t["version"]) for t in row["setTransactions"]}
 
 
-def _state_markers(snapshot: Any) -> dict[str, int]:
-    found: dict[str, int] = {}
-    iterator = snapshot.transactions().iterator()
-    while iterator.hasNext():
-        pair = iterator.next()
-        found[str(pair._1())] = int(pair._2())
-    return found
+def _replayed_markers(spark: SparkSession, log: str, version: int) -> dict[str, int]:
+    version_of = F.regexp_extract(F.col("_metadata.file_path"), r"/(\d{20})\.", 1).cast("long")
+    found: dict[str, tuple[int, int]] = {}
+
+    def note(frame: Any) -> None:
+        rows = frame.where(F.col("txn").isNotNull()).select(
+            version_of.alias("v"), F.col("txn.appId").alias("app"), F.col("txn.version")
+        )
+        for row in rows.collect():
+            v = int(row["v"])
+            if v <= version and (row["app"] not in found or v >= found[row["app"]][0]):
+                found[str(row["app"])] = (v, int(row["version"]))
+
+    checkpoint = -1
+    try:
+        parts = spark.read.parquet(f"{log}/*.checkpoint*.parquet")
+        checkpoints = parts.select(version_of.alias("v")).where(F.col("v") <= version)
+        newest = checkpoints.agg(F.max("v")).collect()[0][0]
+        if newest is not None:
+            checkpoint = int(newest)
+            note(parts.where(version_of == checkpoint))
+    except Exception as exc:
+        if "PATH_NOT_FOUND" not in str(exc) and "UNABLE_TO_INFER_SCHEMA" not in str(exc):
+            raise
+    commits = spark.read.json(f"{log}/*.json")
+    if "txn" in commits.columns:
+        note(commits.where((version_of > checkpoint) & (version_of <= version)))
+    return {app: batch for app, (_, batch) in found.items()}
 
 
 def committed_batches(spark: SparkSession, table: str) -> dict[str, int]:
@@ -314,4 +338,9 @@ def committed_batch(spark: SparkSession, table: str, app_id: str) -> int | None:
 
 def table_version(spark: SparkSession, table: str) -> int:
     """The table's current version according to its log."""
-    return int(_read_state(spark, table, lambda snapshot: snapshot.version()))
+    if is_classic(spark):
+        from tables.jvm import delta
+
+        with naming_damaged_log(table):
+            return int(delta.read_snapshot(spark, table, lambda snapshot: snapshot.version()))
+    return int(history_rows(spark, table, 1)[0]["version"])

@@ -19,8 +19,8 @@ from tables.catalog import table_detail
 from tables.errors import ConfigError, TerminalError
 from tables.identifiers import quote_identifier, validate_column_name, validate_table_name
 from tables.log import commit_session
-from tables.session import hadoop_path
 from tables.spec import parse_interval
+from tables.storage import file_status
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -120,8 +120,6 @@ def vacuum(
 
 def optimize(spark: SparkSession, table: str, zorder_by: Sequence[str] = ()) -> OptimizeReport:
     """Compact small files (optionally Z-ordering by columns); report file counts around it."""
-    from delta.tables import DeltaTable
-
     validate_table_name(table)
     for column in zorder_by:
         validate_column_name(column)
@@ -133,9 +131,10 @@ def optimize(spark: SparkSession, table: str, zorder_by: Sequence[str] = ()) -> 
     partitioned = [c for c in zorder_by if c in before.partition_columns]
     if partitioned:
         raise ConfigError(f"cannot Z-order by partition columns: {partitioned}")
-    builder = DeltaTable.forName(spark, table).optimize()
-    result = builder.executeZOrderBy(*zorder_by) if zorder_by else builder.executeCompaction()
-    row = result.collect()[0].asDict(recursive=True)
+    statement = f"OPTIMIZE {quote_identifier(table)}"
+    if zorder_by:
+        statement += f" ZORDER BY ({', '.join(quote_identifier(c) for c in zorder_by)})"
+    row = spark.sql(statement).collect()[0].asDict(recursive=True)
     after = table_detail(spark, table)
     return OptimizeReport(table, before.num_files, after.num_files, dict(row.get("metrics") or {}))
 
@@ -151,9 +150,5 @@ def _assert_inside(files: tuple[str, ...], location: str) -> None:
 
 
 def _total_size(spark: SparkSession, files: tuple[str, ...]) -> int:
-    total = 0
-    for name in files:
-        fs, path = hadoop_path(spark, name)
-        if fs.exists(path) and fs.getFileStatus(path).isFile():
-            total += int(fs.getFileStatus(path).getLen())
-    return total
+    sizes = (file_status(spark, name) for name in files)
+    return sum(found[0] for found in sizes if found is not None)

@@ -77,23 +77,12 @@ def _compile(jar: Path) -> None:
 
 
 def read_only_session(spark: SparkSession) -> SparkSession:
-    """A new session over the same catalog and tables in which only reading statements run."""
-    session = spark.newSession()
+    """A clone of the session (same catalog and tables) in which only reading statements run."""
+    from tables.session import clone_session
+
+    session = clone_session(spark)
     session.conf.set(READ_ONLY_CONF, "true")
     return session
-
-
-def trust_this_thread(spark: SparkSession) -> None:
-    """Keep this Python thread's statements writable when the Spark conf makes the JVM read-only.
-
-    The JDBC server's own thread registers the tables other processes create, while its
-    clients' statements run on the server's threads and stay read-only. PySpark pins each Python
-    thread to one JVM thread, which is what the guard trusts. A JVM call, owned here with the
-    guard it talks to.
-    """
-    from tables.session import jvm_of
-
-    jvm_of(spark).lakehouse.ReadOnlyGuard.trustThisThread()
 
 
 def refusal(exc: BaseException) -> str | None:
@@ -114,7 +103,7 @@ def refusal(exc: BaseException) -> str | None:
 
 def is_guarded(spark: SparkSession) -> bool:
     """True if the session loaded the guard (a session lakehouse did not start has none)."""
-    extensions = spark.sparkContext.getConf().get("spark.sql.extensions", "") or ""
+    extensions = spark.conf.get("spark.sql.extensions", "") or ""
     return GUARD_EXTENSION in extensions
 
 

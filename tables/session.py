@@ -17,7 +17,7 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pyspark.sql import SparkSession
 
@@ -75,39 +75,55 @@ def embedded_sizing(cores: int | None) -> dict[str, str]:
     }
 
 
-def jvm_of(spark: SparkSession) -> Any:
-    """The py4j JVM view of a classic session; Spark Connect sessions have none."""
-    jvm = getattr(spark, "_jvm", None)
-    if jvm is None:
-        raise SessionError(
-            "this operation needs a classic Spark session with a JVM (py4j), not Spark Connect"
-        )
-    return jvm
-
-
 def clone_session(spark: SparkSession) -> SparkSession:
-    """A copy of the session (its SQL confs included) whose confs can change without leaking.
+    """A copy of the session (its SQL confs and temp views included) whose confs change alone.
 
     Delta reads txn markers, userMetadata and the vacuum retention check from session-wide confs
-    (delta-io/delta#3934); setting them on a clone keeps them to one operation.
+    (delta-io/delta#3934); setting them on a clone keeps them to one operation. Spark Connect has
+    `cloneSession`; a classic session's own is not public (`tables.jvm.clone_classic`).
     """
-    return SparkSession(spark.sparkContext, spark._jsparkSession.cloneSession())
+    from tables.jvm import clone_classic, is_classic
+
+    if is_classic(spark):
+        return clone_classic(spark)
+    connect: Any = spark
+    return cast("SparkSession", connect.cloneSession())
 
 
-def hadoop_path(spark: SparkSession, location: str) -> tuple[Any, Any]:
-    """The Hadoop FileSystem and Path of a location, on whatever store it names."""
-    path = jvm_of(spark).org.apache.hadoop.fs.Path(location)
-    return path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), path
+_REMOTE_URL = re.compile(r"sc://[A-Za-z0-9.\-]+:[0-9]{1,5}(?:/;[A-Za-z0-9_=;.\-]*)?")
 
 
-def start_jdbc_server(spark: SparkSession) -> Any:
-    """Start Spark's Thrift JDBC server (HiveServer2) on this session; return it, to stop it.
+def connect_session(url: str, home: Path | str | None = None) -> SparkSession:
+    """A Spark Connect session on the server at `url` (`sc://HOST:PORT`), checked for its home.
 
-    `HiveThriftServer2.startWithContext` has no Python API: this is one of the JVM calls this
-    module owns. The server's host and port come from the session's `hive.server2.thrift.*`.
+    A server started by `lakehouse serve` serves one lakehouse home; commands run through it must
+    mean the same tables, so a config whose home is another is refused in one line.
     """
-    server = jvm_of(spark).org.apache.spark.sql.hive.thriftserver.HiveThriftServer2
-    return server.startWithContext(spark._jsparkSession.sqlContext())
+    from tables.identifiers import shorten
+
+    if not _REMOTE_URL.fullmatch(url):
+        raise SessionError(
+            f"--remote {shorten(url)} is not a Spark Connect URL: use sc://HOST:PORT"
+        )
+    try:
+        spark = SparkSession.builder.remote(url).getOrCreate()
+        served = spark.conf.get(HOME_CONF, None)
+    except ImportError as exc:
+        raise SessionError(
+            "the Spark Connect client is not installed: pip install 'lakehouse-ingest[connect]'"
+        ) from exc
+    except Exception as exc:
+        raise SessionError(
+            f"cannot reach the Spark Connect server at {url} ({first_line(exc)[:160]}); start one "
+            "with `lakehouse serve`"
+        ) from exc
+    wanted = _resolve_home(home)
+    if served is not None and Path(served) != wanted:
+        raise SessionError(
+            f"the Spark Connect server at {url} serves the lakehouse home {served}, but this "
+            f"config's home is {wanted}: run the command with that server's config"
+        )
+    return spark
 
 
 def is_cluster_environment(environ: Mapping[str, str] | None = None) -> bool:
@@ -157,26 +173,56 @@ def get_spark(
         for key, value in {**delta_conf(), **chosen.session_conf(root)}.items():
             builder = builder.config(key, value)
         return _checked(builder.getOrCreate(), chosen)
+    settings = embedded_settings(
+        root, chosen, kafka=kafka, extra_conf=extra_conf, driver_classpath=driver_classpath
+    )
+    return _build_embedded(root, app_name, chosen, settings)
+
+
+def embedded_settings(
+    home: Path,
+    catalog: CatalogSpec,
+    *,
+    kafka: bool = False,
+    extra_conf: Mapping[str, str] | None = None,
+    driver_classpath: Sequence[Path] = (),
+) -> dict[str, str]:
+    """Every Spark setting of a lakehouse JVM on this machine, but Delta's own JARs.
+
+    Delta, the read-only guard and the catalog of `home`; the local defaults and partition sizes;
+    Kafka's connector if asked. The embedded session and the Spark Connect server that `lakehouse
+    serve` starts are configured from here, so both see the same tables the same way.
+    """
     # The driver's own class path: the metastore's JDBC driver (DataNucleus loads it there) and
     # the read-only guard (the JDBC server's threads load SQL extensions there).
-    driver_jars = [str(jar) for jar in (*driver_classpath, *chosen.jars())]
+    driver_jars = [str(jar) for jar in (*driver_classpath, *catalog.jars())]
     extensions = delta_conf()["spark.sql.extensions"]
     guard = _guard_jar()
     if guard is not None:
         driver_jars.append(str(guard))
         extensions = f"{extensions},{GUARD_EXTENSION}"
-    conf: dict[str, str] = {"spark.sql.extensions": extensions, HOME_CONF: str(root)}
+    master = os.environ.get("LAKEHOUSE_SPARK_MASTER", "local[*]")
+    settings: dict[str, str] = {
+        "spark.master": master,
+        **delta_conf(),
+        "spark.sql.extensions": extensions,
+        HOME_CONF: str(home),
+        **catalog.session_conf(home),
+        "spark.driver.extraJavaOptions": f"-Dlog4j.configurationFile={_LOG4J_CONFIG}",
+        **EMBEDDED_DEFAULTS,
+        **embedded_sizing(local_cores(master, os.cpu_count())),
+    }
     if driver_jars:
-        conf["spark.driver.extraClassPath"] = os.pathsep.join(driver_jars)
+        settings["spark.driver.extraClassPath"] = os.pathsep.join(driver_jars)
     jars = list(driver_jars)
     if kafka:
         from tables.connectors import fetch_spark_kafka_jars
 
         jars.extend(str(jar) for jar in fetch_spark_kafka_jars())
     if jars:
-        conf["spark.jars"] = ",".join(jars)
-    conf.update(extra_conf or {})
-    return _build_embedded(root, app_name, chosen, conf)
+        settings["spark.jars"] = ",".join(jars)
+    settings.update(extra_conf or {})
+    return settings
 
 
 def _guard_jar() -> Path | None:
@@ -203,13 +249,21 @@ def _resolve_home(home: Path | str | None) -> Path:
 
 
 def _build_embedded(
-    home: Path, app_name: str, catalog: CatalogSpec, extra_conf: Mapping[str, str]
+    home: Path, app_name: str, catalog: CatalogSpec, settings: Mapping[str, str]
 ) -> SparkSession:
+    """Start the embedded session; Delta's JARs from the remembered class path when there is one.
+
+    Delta's pip configuration resolves its JARs with Ivy at every start (seconds, and Maven
+    Central's availability); the first session remembers what it resolved
+    (`tables.connectors.remember_delta_classpath`) and later ones load those files directly.
+    """
     if not java_available():
         raise SessionError(
             "Java not found: install a JDK 17 and put `java` on PATH or set JAVA_HOME"
         )
     from delta import configure_spark_with_delta_pip
+
+    from tables.connectors import cached_delta_classpath, remember_delta_classpath
 
     # The embedded session is local: bind it to loopback. Otherwise Spark picks the host's
     # external address and the JVM's reverse lookups of it wait on DNS, which on a machine
@@ -220,34 +274,41 @@ def _build_embedded(
     # has this package, not whatever `python3` comes first on PATH.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     home.mkdir(parents=True, exist_ok=True)
-    java_options = f"-Dlog4j.configurationFile={_LOG4J_CONFIG}"
-    master = os.environ.get("LAKEHOUSE_SPARK_MASTER", "local[*]")
-    sizing = embedded_sizing(local_cores(master, os.cpu_count()))
-    builder = SparkSession.builder.appName(app_name).master(master)
-    settings = {
-        **delta_conf(),
-        **catalog.session_conf(home),
-        "spark.driver.extraJavaOptions": java_options,
-        **EMBEDDED_DEFAULTS,
-        **sizing,
-        **extra_conf,
-    }
-    for key, value in settings.items():
+    builder = SparkSession.builder.appName(app_name)
+    cached = cached_delta_classpath()
+    conf = dict(settings)
+    if cached is not None:
+        own = [j for j in conf.get("spark.jars", "").split(",") if j]
+        conf["spark.jars"] = ",".join([*(str(j) for j in cached), *own])
+    for key, value in conf.items():
         builder = builder.config(key, value)
     log_path = home / "logs" / "spark-driver.log"
     try:
         with _output_to(log_path):
-            spark = configure_spark_with_delta_pip(builder).getOrCreate()
+            if cached is None:
+                builder = configure_spark_with_delta_pip(builder)
+            spark = builder.getOrCreate()
     except Exception as exc:
         raise SessionError(
             "could not start Spark with Delta: the Delta JARs could not be resolved from Maven "
             "Central and are not in the local Ivy cache (run `make setup` where Maven Central "
             f"is reachable) or the JVM failed to start; see {log_path}"
         ) from exc
-    from tables.connectors import remember_delta_jars
-
-    remember_delta_jars(spark.sparkContext.getConf().get("spark.jars", ""))
+    if cached is None:
+        remember_delta_classpath(resolved_jars(spark))
     return _checked(spark, catalog)
+
+
+def resolved_jars(spark: SparkSession) -> str:
+    """The session's JARs as a comma-separated list, the packages spark-submit resolved included.
+
+    `spark.jars` alone does not hold them once this module sets `spark.jars` itself (the guard,
+    the Kafka connector): the conf set here replaces spark-submit's merged list. spark-submit
+    also puts the merged list in `spark.repl.local.jars` for Python drivers.
+    """
+    conf = spark.sparkContext.getConf()
+    lists = (conf.get("spark.jars", ""), conf.get("spark.repl.local.jars", ""))
+    return ",".join(entry for entry in lists if entry)
 
 
 @contextmanager

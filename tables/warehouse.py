@@ -91,14 +91,19 @@ def is_committed_table(spark: SparkSession, location: str) -> bool:
 
     For a local directory the log is looked at directly: Delta's `isDeltaTable` answers from the
     JVM's cached log of that path, which does not see a first commit another process wrote
-    after this process first looked (the loser of a creation race would wait forever).
+    after this process first looked (the loser of a creation race would wait forever). Another
+    store is asked with DESCRIBE DETAIL, which reads the log again.
     """
-    from delta.tables import DeltaTable
-
     directory = local_path(location)
     if directory is not None:
         return has_commit(directory)
-    return bool(DeltaTable.isDeltaTable(spark, location))
+    try:
+        spark.sql(f"DESCRIBE DETAIL delta.{quote_identifier(location)}").collect()
+    except Exception as exc:
+        if "DELTA_MISSING_DELTA_TABLE" in str(exc) or "PATH_NOT_FOUND" in str(exc):
+            return False
+        raise
+    return True
 
 
 def register(spark: SparkSession, name: str) -> bool:

@@ -3,12 +3,17 @@
 Moving a marker is the operator's answer to a lost checkpoint or a re-ingestion. An app owns three
 markers per table (`quality.markers`: target, quarantine, audit record); a reset moves all three,
 each as a commit of a bare SetTransaction action (`tables.log.commit_markers`) with a ledger entry
-of kind `reset`. The target's commit goes first and names the markers; a reset cut short after
-it is found (`pending_reset`) and finished by the next reset-app or ingest.
+of kind `reset`. The target's commit goes first and names the markers, with the ones it must
+move and the version each of their tables was at; a reset cut short after it is found
+(`pending_reset`) and finished by the next reset-app or ingest. A marker counts as moved when its
+table's log holds this reset's commit, not by where it stands: the first batch after a reset may
+write its rejected rows (moving the quarantine marker past the reset's batch) and crash before
+its target commit, which leaves the reset the target's latest entry.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -25,6 +30,7 @@ from tables.log import (
     committed_batch,
     committed_batches,
     read_ledger,
+    table_version,
 )
 
 if TYPE_CHECKING:
@@ -138,17 +144,52 @@ def pending_reset(spark: SparkSession, table: str, app_id: str) -> PendingReset 
     to_batch = latest.meta.batch_id
     moved_from = latest.meta.source.get("from")
     forward = isinstance(moved_from, int) and to_batch > moved_from
+    moves = recorded_moves(latest.meta.source)
     behind: list[tuple[Marker, int]] = []
     _, *followers = batch_markers(table, app_id)
     for marker in followers:
         if not table_exists(spark, marker.table):
             continue
         current = committed_batch(spark, marker.table, marker.txn_app_id)
-        if not is_marker_moved(current, to_batch, forward=forward):
+        if moves is None:  # a reset recorded before the moves were: judged by the marker's level
+            moved = is_marker_moved(current, to_batch, forward=forward)
+        else:
+            since = moves.get((marker.table, marker.txn_app_id))
+            moved = since is None or has_reset_commit(spark, marker, app_id, latest.version, since)
+        if not moved:
             behind.append((marker, current if current is not None else -1))
     if not behind:
         return None
     return PendingReset(table, app_id, to_batch, latest.version, tuple(behind))
+
+
+def recorded_moves(source: Mapping[str, Any]) -> dict[tuple[str, str], int] | None:
+    """The markers a reset's target entry says it moves, each with its table's version then.
+
+    None for an entry written before resets recorded them.
+    """
+    moves = source.get("moves")
+    if not isinstance(moves, list):
+        return None
+    return {(str(t), str(txn)): int(version) for t, txn, version in moves}
+
+
+def has_reset_commit(
+    spark: SparkSession, marker: Marker, app_id: str, reset_version: int, since: int
+) -> bool:
+    """True if `marker`'s table committed the reset at `reset_version` after its version `since`.
+
+    Only the commits after `since` are read (the reset's own commit is one of them once done).
+    """
+    newer = table_version(spark, marker.table) - since
+    if newer <= 0:
+        return False
+    return any(
+        entry.meta.kind == "reset"
+        and entry.meta.source.get("reset_version") == reset_version
+        and entry.meta.source.get("marker") == marker.role
+        for entry in read_ledger(spark, marker.table, app_id=app_id, limit=newer)
+    )
 
 
 def finish_reset(spark: SparkSession, pending: PendingReset) -> None:
@@ -171,14 +212,22 @@ def reset_app(spark: SparkSession, table: str, app_id: str, to_batch: int) -> in
     quarantine, audit record), and batches up to it as done, forward or back; `-1` means nothing
     is committed, so a fresh checkpoint may start again at batch 0. Order: the target's commit
     comes first and is the record of the intent (its ledger entry names every marker the reset
-    moves); the quarantine and audit markers follow, one commit each (a marker already at
-    `to_batch`, or in a table not created yet, has none). A crash between them leaves a ledger
-    entry whose markers are not all moved: `pending_reset` finds it, and a re-run of reset-app
-    or the next ingest finishes it.
+    moves, and, for the quarantine and audit markers not yet at `to_batch` in a table that
+    exists, their table's version, after which their own reset commit is looked for); those
+    follow, one commit each. A crash between them leaves a ledger entry whose markers are not
+    all moved: `pending_reset` finds it, and a re-run of reset-app or the next ingest finishes it.
     """
     validate_app_id(app_id)
     require_table(spark, table)
     markers = batch_markers(table, app_id)
+    elsewhere: list[tuple[Marker, int, int]] = []
+    for marker in markers[1:]:
+        if not table_exists(spark, marker.table):
+            continue
+        current = committed_batch(spark, marker.table, marker.txn_app_id)
+        if (-1 if current is None else current) != to_batch:
+            level = -1 if current is None else current
+            elsewhere.append((marker, level, table_version(spark, marker.table)))
     meta = admin_metadata(
         app_id,
         to_batch,
@@ -187,16 +236,11 @@ def reset_app(spark: SparkSession, table: str, app_id: str, to_batch: int) -> in
             "kind": "reset",
             "from": committed_batch(spark, table, app_id),
             "markers": [[m.table, m.txn_app_id] for m in markers],
+            "moves": [[m.table, m.txn_app_id, version] for m, _, version in elsewhere],
         },
     )
     version = commit_markers(spark, table, {app_id: to_batch}, meta)
     fault_point("mid_reset", to_batch)
-    elsewhere: list[tuple[Marker, int]] = []
-    for marker in markers[1:]:
-        if not table_exists(spark, marker.table):
-            continue
-        current = committed_batch(spark, marker.table, marker.txn_app_id)
-        if (-1 if current is None else current) != to_batch:
-            elsewhere.append((marker, -1 if current is None else current))
-    finish_reset(spark, PendingReset(table, app_id, to_batch, version, tuple(elsewhere)))
+    behind = tuple((m, level) for m, level, _ in elsewhere)
+    finish_reset(spark, PendingReset(table, app_id, to_batch, version, behind))
     return version

@@ -24,6 +24,7 @@ from ingest.cli.common import (
     handle_errors,
     spark_for,
 )
+from ingest.cli.common import remote as common_remote
 from ingest.cli.output import OutputFormat, render
 from ingest.config import load_config
 from ingest.stopping import quiet_py4j
@@ -41,8 +42,20 @@ app = typer.Typer(
 
 
 @app.callback()
-def _main() -> None:
+def _main(
+    remote: Annotated[
+        str | None,
+        typer.Option(
+            "--remote",
+            envvar="LAKEHOUSE_REMOTE",
+            help="Run the command through a Spark Connect server (sc://HOST:PORT), such as the "
+            "one `lakehouse serve` starts.",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
     """Land streams in Delta Lake tables exactly once, and operate those tables."""
+    common_remote.url = remote
     from pyspark.logger import PySparkLogger
 
     # PySpark logs every failed query's context at ERROR on stderr; the CLI reports the error

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar
 
@@ -71,10 +72,27 @@ def handle_errors(func: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
-def spark_for(config: LakehouseConfig) -> SparkSession:
-    """Start (or find) the Spark session for the config's lakehouse home, with a spinner."""
-    from tables.session import get_spark
+@dataclass
+class Remote:
+    """The Spark Connect server the commands run through (`--remote`, `LAKEHOUSE_REMOTE`)."""
 
+    url: str | None = None
+
+
+remote = Remote()
+
+
+def spark_for(config: LakehouseConfig) -> SparkSession:
+    """The Spark session for the config's lakehouse home, with a spinner.
+
+    Started here (or found, under spark-submit and on Databricks), or a Spark Connect session on
+    the server `--remote` names.
+    """
+    from tables.session import connect_session, get_spark
+
+    if remote.url:
+        with err.status(f"connecting to {remote.url}…"):
+            return connect_session(remote.url, config.home)
     kafka = any(p.source.needs_kafka for p in config.pipelines.values())
     with err.status("starting Spark…"):
         return get_spark(config.home, kafka=kafka, catalog=config.catalog)

@@ -1,19 +1,32 @@
-"""Commands that put the lakehouse in front of its users: `serve` (JDBC) and `job-script`."""
+"""Commands that put the lakehouse in front of its users: `serve` and `job-script`."""
 
 from __future__ import annotations
 
+import ipaddress
 import signal
 import socket
 import threading
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ingest.cli.common import ConfigOption, emit, err, handle_errors
+from ingest.cli.common import ConfigOption, emit, err, handle_errors, remote
 from ingest.config import load_config
 from ingest.job import submit_command
-from ingest.serve import DEFAULT_HOST, DEFAULT_PORT, ServeOptions, delta_driver_jars, run_server
+from ingest.serve import (
+    DEFAULT_CONNECT_PORT,
+    DEFAULT_HOST,
+    DEFAULT_PORT,
+    ConnectServer,
+    ServeOptions,
+    delta_driver_jars,
+    run_server,
+    start_connect_server,
+)
 from tables.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 def assert_port_free(host: str, port: int) -> None:
@@ -29,25 +42,45 @@ def assert_port_free(host: str, port: int) -> None:
             ) from exc
 
 
+def is_loopback(host: str) -> bool:
+    """True if `host` is a loopback address or `localhost` (reachable from this machine only)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 @handle_errors
 def serve(
     host: Annotated[
         str, typer.Option(help="Address to listen on; loopback unless you mean otherwise.")
     ] = DEFAULT_HOST,
     port: Annotated[int, typer.Option(help="JDBC (HiveServer2) port.")] = DEFAULT_PORT,
+    connect: Annotated[
+        bool, typer.Option("--connect/--no-connect", help="Also serve Spark Connect.")
+    ] = True,
+    connect_port: Annotated[int, typer.Option(help="Spark Connect port.")] = DEFAULT_CONNECT_PORT,
     allow_writes: Annotated[
         bool,
-        typer.Option("--allow-writes", help="Let clients write, run DDL and SET (asks first)."),
+        typer.Option(
+            "--allow-writes", help="Let JDBC clients write, run DDL and SET (asks first)."
+        ),
     ] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Answer yes to the question.")] = False,
     config: ConfigOption = None,
 ) -> None:
-    """Serve the lakehouse's tables over JDBC (HiveServer2 protocol) until Ctrl-C or SIGTERM.
+    """Serve the lakehouse's tables over JDBC and Spark Connect until Ctrl-C or SIGTERM.
 
-    Clients (beeline, BI tools, any HiveServer2 driver) query tables by name while ingestion
-    runs, and see each table's newest committed version. Read-only by default, with the same
-    rule as `lakehouse sql`; tables created after the start are found within seconds.
+    JDBC clients (beeline, BI tools, any HiveServer2 driver) query tables by name while
+    ingestion runs and see each table's newest committed version; that endpoint is read-only by
+    default, with the same rule as `lakehouse sql`. Spark Connect clients, and `lakehouse
+    --remote sc://HOST:PORT ...`, get Spark sessions over the same home. Tables created after
+    the start are found within seconds.
     """
+    if remote.url:
+        raise ConfigError("serve starts the servers itself: run it without --remote")
     options = ServeOptions(host=host, port=port, allow_writes=allow_writes)
     cfg = load_config(config, required=False)
     if allow_writes and not yes:
@@ -57,25 +90,67 @@ def serve(
             abort=True,
             err=True,
         )
+    if connect and not is_loopback(host) and not yes:
+        typer.confirm(
+            f"Spark Connect has no authentication: every client that reaches {host}:"
+            f"{connect_port} can run any code and write any table. Serve it there "
+            "(--no-connect serves JDBC only)?",
+            abort=True,
+            err=True,
+        )
     assert_port_free(host, port)
+    if connect:
+        if not 0 < connect_port < 65536:
+            raise ConfigError(f"--connect-port must be between 1 and 65535, got {connect_port}")
+        assert_port_free(host, connect_port)
     from tables.session import get_spark
 
     stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
-    with err.status("starting Spark and the JDBC server…"):
-        spark = get_spark(
-            cfg.home,
-            app_name="lakehouse-serve",
-            catalog=cfg.catalog,
-            extra_conf=options.session_conf(),
-            driver_classpath=delta_driver_jars(),
-        )
-    mode = "read-write" if allow_writes else "read-only"
+
+    def stop_on_signals() -> None:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda *_: stop.set())
+
+    stop_on_signals()
+    connect_server = (
+        start_connect_server(cfg.home, cfg.catalog, host, connect_port) if connect else None
+    )
+    try:
+        with err.status("starting Spark, the JDBC server and the Spark Connect server…"):
+            spark = get_spark(
+                cfg.home,
+                app_name="lakehouse-serve",
+                catalog=cfg.catalog,
+                extra_conf=options.session_conf(),
+                driver_classpath=delta_driver_jars(),
+            )
+        # PySpark's SparkContext replaces the SIGINT handler with one that raises
+        # KeyboardInterrupt: Ctrl-C then ended the command as interrupted instead of stopping.
+        stop_on_signals()
+        _serve_until_stopped(spark, options, stop, connect_server, host, connect_port)
+    finally:
+        if connect_server is not None:
+            connect_server.stop()
+    emit(f"stopped serving {options.url}")
+
+
+def _serve_until_stopped(
+    spark: SparkSession,
+    options: ServeOptions,
+    stop: threading.Event,
+    connect_server: ConnectServer | None,
+    host: str,
+    connect_port: int,
+) -> None:
+    mode = "read-write" if options.allow_writes else "read-only"
 
     def ready(tables: list[str]) -> None:
+        if connect_server is not None:
+            connect_server.wait_ready(host, connect_port)
+        also = f" and {connect_server.url} (Spark Connect)" if connect_server else ""
         err.print(
-            f"serving {len(tables)} table(s) at {options.url} ({mode}); Ctrl-C or SIGTERM stops",
+            f"serving {len(tables)} table(s) at {options.url} ({mode}){also}; Ctrl-C or SIGTERM "
+            "stops",
             markup=False,
             soft_wrap=True,
         )
@@ -84,7 +159,6 @@ def serve(
         run_server(spark, options, stop, on_ready=ready)
     finally:
         spark.stop()
-    emit(f"stopped serving {options.url}")
 
 
 @handle_errors

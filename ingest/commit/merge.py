@@ -4,6 +4,7 @@ and the report of what landed, read from the log."""
 from __future__ import annotations
 
 import random
+import re
 import time
 from collections.abc import Mapping
 from itertools import count
@@ -12,8 +13,6 @@ from typing import TYPE_CHECKING
 from pyspark.sql import SparkSession
 
 from ingest.decisions import (
-    SOURCE_ALIAS,
-    TARGET_ALIAS,
     backoff_seconds,
     commit_landed,
     is_content_conflict,
@@ -33,10 +32,10 @@ from tables.errors import (
 from tables.faults import fault_during_write, fault_point
 from tables.log import (
     CommitMetadata,
-    commit_session,
     committed_batch,
     damaged_log_error,
     find_ledger_entry,
+    merge_into,
 )
 from tables.spec import TableSpec
 
@@ -62,14 +61,43 @@ _CONFLICT_EXCEPTIONS = frozenset(
 )
 
 
+#: Delta's error conditions for a commit that lost to a concurrent one (DeltaErrors).
+_CONFLICT_CONDITIONS = ("DELTA_CONCURRENT_", "DELTA_METADATA_CHANGED", "DELTA_PROTOCOL_CHANGED")
+#: A Spark Connect error names the server's exception class first: `(io.delta...X) [COND] ...`.
+_SERVER_CLASS = re.compile(r"^\(([\w.$]+)\)")
+_LOST_CONNECTION = frozenset({"Py4JNetworkError", "RetriesExceeded", "_InactiveRpcError"})
+
+
+def exception_names(exc: BaseException) -> set[str]:
+    """The exception's class names, with the server's class over Spark Connect."""
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    server_class = _SERVER_CLASS.match(str(exc))
+    if server_class:
+        names.add(server_class.group(1).rsplit(".", 1)[-1])
+    return names
+
+
+def is_conflict(names: set[str], condition: str | None) -> bool:
+    """True if an exception with these class names and error condition is a lost commit race."""
+    return bool(names & _CONFLICT_EXCEPTIONS) or (condition or "").startswith(_CONFLICT_CONDITIONS)
+
+
 def error_kind_of(exc: BaseException) -> LakehouseError:
-    """Map an exception from the commit call into the project's error tree."""
+    """Map an exception from the commit call into the project's error tree.
+
+    Classic sessions raise delta-spark's Python exception classes; over Spark Connect the same
+    failure arrives as a Connect exception that carries Delta's error condition and the server's
+    class name, so both are consulted.
+    """
     if isinstance(exc, LakehouseError):
         return exc
-    names = {cls.__name__ for cls in type(exc).__mro__}
-    if names & _CONFLICT_EXCEPTIONS:
+    names = exception_names(exc)
+    condition = getattr(exc, "getCondition", lambda: None)()
+    if is_conflict(names, condition):
         return CommitConflictError(f"concurrent commit won: {first_line(exc)}")
-    if "Py4JNetworkError" in names or isinstance(exc, ConnectionError):
+    status = getattr(exc, "getGrpcStatusCode", lambda: None)()
+    lost = names & _LOST_CONNECTION or getattr(status, "name", None) == "UNAVAILABLE"
+    if lost or isinstance(exc, ConnectionError):
         return CommitOutcomeUnknownError(f"commit call failed: {first_line(exc)}")
     return TerminalError(f"commit failed: {error_summary(exc)}")
 
@@ -163,20 +191,15 @@ def run_merge(
     the scope are updated and rows within the scope that the source lacks are deleted, in the
     same commit.
     """
-    from delta.tables import DeltaTable
-
-    clone = commit_session(spark, meta, confs)
-    builder = (
-        DeltaTable.forName(clone, table)
-        .alias(TARGET_ALIAS)
-        .merge(source.alias(SOURCE_ALIAS), condition)
-    )
-    if replace_scope is not None:
-        builder = builder.whenMatchedUpdateAll(replace_scope).whenNotMatchedBySourceDelete(
-            replace_scope
-        )
-    rows = builder.whenNotMatchedInsertAll().execute().collect()
-    return {k: int(v) for k, v in rows[0].asDict().items()} if rows else None
+    if replace_scope is None:
+        clauses = ["WHEN NOT MATCHED THEN INSERT *"]
+    else:
+        clauses = [
+            f"WHEN MATCHED AND ({replace_scope}) THEN UPDATE SET *",
+            "WHEN NOT MATCHED THEN INSERT *",
+            f"WHEN NOT MATCHED BY SOURCE AND ({replace_scope}) THEN DELETE",
+        ]
+    return merge_into(spark, table, source, condition, clauses, meta, confs)
 
 
 def _landed(

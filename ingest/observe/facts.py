@@ -8,11 +8,9 @@ per batch would cost a round trip), so bytes and lag are left out for it.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlparse
 
 from tables.ledger import recorded_offsets
 
@@ -67,21 +65,11 @@ def source_facts(spark: SparkSession | None, recorded: Mapping[str, Any]) -> Sou
 
 
 def _size_and_time(spark: SparkSession | None, name: str) -> tuple[int, float] | None:
-    """A file's size and modification time: `os.stat` locally, Hadoop's file system elsewhere."""
-    parsed = urlparse(name)
-    if parsed.scheme in ("", "file"):
-        try:
-            found = os.stat(unquote(parsed.path) if parsed.scheme else name)
-        except OSError:
-            return None
-        return found.st_size, found.st_mtime
-    if spark is None:
-        return None
-    try:
-        from tables.session import hadoop_path
+    """A recorded file's size and modification time (seconds); None if it cannot be had."""
+    from tables.storage import file_status, local_path, recorded_location
 
-        fs, path = hadoop_path(spark, name)
-        status = fs.getFileStatus(path)
-    except Exception:
+    location = recorded_location(name)
+    if spark is None and local_path(location) is None:
         return None
-    return int(status.getLen()), int(status.getModificationTime()) / 1000
+    found = file_status(spark, location)  # type: ignore[arg-type]  # local paths need no session
+    return None if found is None else (found[0], found[1] / 1000)

@@ -73,5 +73,27 @@ def reader_options(file_format: str, options: Mapping[str, str]) -> dict[str, st
         only = _ONLY_VALUE.get((file_format, canonical))
         if only is not None and str(value).lower() != only[0]:
             raise ConfigError(only[1], key=("options", name))
+        refused = _refused_value(file_format, canonical, str(value))
+        if refused is not None:
+            raise ConfigError(refused, key=("options", name))
         named[canonical] = value
     return named
+
+
+def _refused_value(file_format: str, name: str, value: str) -> str | None:
+    """Why the CSV split cannot honour `value` for option `name` as Spark would, or None.
+
+    An empty `quote` or `escape` turns it off (as in Spark, which reads "" as NUL); more than
+    one character is an error in Spark and would never match in the split; an empty separator
+    is an error in Spark; `header` is a boolean.
+    """
+    if file_format != "csv":
+        return None
+    if name in ("quote", "escape") and len(value) > 1:
+        what = "quoting" if name == "quote" else "escaping"
+        return f"{name} must be one character, or empty to turn {what} off; got {shorten(value)}"
+    if name in ("sep", "delimiter") and not value:
+        return f"{name} must not be empty"
+    if name == "header" and value.lower() not in ("true", "false"):
+        return f"header must be true or false, got {shorten(value)}"
+    return None

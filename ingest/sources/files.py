@@ -24,8 +24,8 @@ from ingest.sources.fingerprint import files_fingerprint, with_fingerprint
 from quality.csv_records import csv_records
 from quality.records import CORRUPT_COLUMN, SOURCE_FILE_COLUMN, is_blank_line, json_records
 from tables.errors import ConfigError
-from tables.identifiers import shorten
-from tables.session import hadoop_path
+from tables.identifiers import file_of_recorded_path, literal_path, shorten
+from tables.storage import exists, recorded_location, walk_files
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -115,8 +115,7 @@ class FileSource:
         The caller restates it with the config file and key path, like the local check made
         before Spark starts; only a URI (`s3a://...`) is left to this one.
         """
-        fs, path = hadoop_path(spark, self.path)
-        if not fs.exists(path):
+        if not exists(spark, self.path):
             raise ConfigError(f"landing directory {self.path} does not exist", key="path")
 
     def resume_point(self, spark: SparkSession, spec: TableSpec, app_id: str) -> ResumePoint | None:
@@ -144,36 +143,42 @@ class FileSource:
         return read_files(spark, self, schema, recorded_files(recorded))
 
     def missing(self, spark: SparkSession, recorded: Mapping[str, Any]) -> list[str]:
-        """The recorded files that no longer exist (checked on any Hadoop file system)."""
-        gone = []
-        for name in recorded_files(recorded):
-            fs, path = hadoop_path(spark, name)
-            if not fs.exists(path):
-                gone.append(name)
-        return gone
+        """The recorded files that no longer exist (checked on any store)."""
+        files = recorded.get("files")
+        names = [str(f) for f in files] if isinstance(files, list) else []
+        return [
+            file_of_recorded_path(name)
+            for name in names
+            if not exists(spark, recorded_location(name))
+        ]
 
     def backlog(self, spark: SparkSession, recorded: Sequence[Mapping[str, Any]]) -> Backlog:
-        """Files at the top of the landing directory that no recorded batch read.
+        """Files in the landing directory that no recorded batch read (hidden ones left out).
 
         A file with no record in it is never named by a ledger entry, so it stays pending here
         until the run ends: the count is what a progress bar needs, not an exact plan.
         """
-        fs, path = hadoop_path(spark, self.path)
-        if not fs.exists(path):
+        if not exists(spark, self.path):
             return Backlog("files", None)
+        root = self.path.rstrip("/")
         listed = [
-            str(status.getPath().toString())
-            for status in fs.listStatus(path)
-            if status.isFile() and not status.getPath().getName().startswith((".", "_"))
+            name
+            for name in walk_files(spark, self.path)
+            if not _is_hidden(name[len(root) :] if name.startswith(root) else name)
         ]
         done = [name for record in recorded for name in recorded_files(record)]
         return Backlog("files", files_pending(listed, done))
 
 
+def _is_hidden(relative: str) -> bool:
+    """True if a path below the landing directory has a part Spark's file source skips."""
+    return any(part.startswith((".", "_")) for part in relative.split("/") if part)
+
+
 def recorded_files(recorded: Mapping[str, Any]) -> list[str]:
-    """The files a batch's ledger record names."""
+    """The files a batch's ledger record names, as paths (the record keeps them URL-encoded)."""
     files = recorded.get("files")
-    return [str(f) for f in files] if isinstance(files, list) else []
+    return [file_of_recorded_path(str(f)) for f in files] if isinstance(files, list) else []
 
 
 def read_stream(spark: SparkSession, source: FileSource, schema: StructType) -> DataFrame:
@@ -200,7 +205,11 @@ def read_stream(spark: SparkSession, source: FileSource, schema: StructType) -> 
 def read_files(
     spark: SparkSession, source: FileSource, schema: StructType, files: list[str]
 ) -> DataFrame:
-    """Read given files of the source as one batch, exactly as the stream reads them."""
+    """Read given files of the source as one batch, exactly as the stream reads them.
+
+    `files` are paths, each read as that one file (glob characters in a name are escaped).
+    """
+    files = [literal_path(f) for f in files]
     if source.format == "json":
         lines = spark.read.format("text").options(**_text_options(source)).load(files)
         return _json_lines(lines, schema, source.options)

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlparse
 
 from ingest.decisions import FINGERPRINT_KEY
+from tables.storage import file_status, recorded_location
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -32,9 +31,8 @@ def digest(parts: Iterable[str]) -> str:
 def files_fingerprint(spark: SparkSession, batch: DataFrame) -> str | None:
     """The fingerprint of the files a micro-batch reads, or None if one cannot be described.
 
-    The files come from the batch's plan (`inputFiles`, no Spark job). Local files are described
-    with `os.stat`; files on another store through Hadoop's file system, which needs a classic
-    session. A file that cannot be described (gone, or no way to reach its store) gives None.
+    The files come from the batch's plan (`inputFiles`, no Spark job) and are described by
+    `tables.storage.file_status`. A file that cannot be described (gone) gives None.
     """
     files = batch.inputFiles()
     if not files:
@@ -56,18 +54,5 @@ def with_fingerprint(record: Mapping[str, Any], fingerprint: str | None) -> dict
 
 
 def _describe(spark: SparkSession, name: str) -> str | None:
-    parsed = urlparse(name)
-    if parsed.scheme in ("", "file"):
-        try:
-            found = os.stat(unquote(parsed.path) if parsed.scheme else name)
-        except OSError:
-            return None
-        return f"{name}\t{found.st_size}\t{found.st_mtime_ns // 1_000_000}"
-    try:
-        from tables.session import hadoop_path
-
-        fs, path = hadoop_path(spark, name)
-        status = fs.getFileStatus(path)
-    except Exception:
-        return None
-    return f"{name}\t{status.getLen()}\t{status.getModificationTime()}"
+    found = file_status(spark, recorded_location(name))
+    return None if found is None else f"{name}	{found[0]}	{found[1]}"

@@ -19,7 +19,7 @@ from ingest.sources.kafka_admin import available_offsets
 from ingest.sources.offsets import next_offsets
 from tables.errors import CheckpointLostError
 from tables.log import committed_batch, read_ledger, recorded_offsets
-from tables.session import hadoop_path
+from tables.storage import read_bytes, write_bytes
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -62,21 +62,21 @@ def resume_point(
 
 def read_batch_base(spark: SparkSession, checkpoint: str) -> int:
     """The batch id a checkpoint's Spark batch 0 stands for (0 unless resumed from the log)."""
-    fs, path = hadoop_path(spark, f"{checkpoint.rstrip('/')}/{BASE_FILE}")
-    if not fs.exists(path):
-        return 0
-    stream = fs.open(path)
-    try:
-        return int(stream.readUTF())
-    finally:
-        stream.close()
+    data = read_bytes(spark, f"{checkpoint.rstrip('/')}/{BASE_FILE}")
+    return 0 if data is None else parse_batch_base(data)
+
+
+def parse_batch_base(data: bytes) -> int:
+    """The batch id base a checkpoint's base file holds.
+
+    The file holds the number as text; earlier versions wrote it with Java's `writeUTF`, which
+    puts the text's length in two bytes before it.
+    """
+    if len(data) >= 2 and int.from_bytes(data[:2], "big") == len(data) - 2:
+        data = data[2:]
+    return int(data.decode("ascii").strip())
 
 
 def write_batch_base(spark: SparkSession, checkpoint: str, base: int) -> None:
     """Record a resumed checkpoint's batch id base inside the checkpoint directory."""
-    fs, path = hadoop_path(spark, f"{checkpoint.rstrip('/')}/{BASE_FILE}")
-    stream = fs.create(path, True)
-    try:
-        stream.writeUTF(str(base))
-    finally:
-        stream.close()
+    write_bytes(spark, f"{checkpoint.rstrip('/')}/{BASE_FILE}", f"{int(base)}\n".encode("ascii"))

@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ingest.cli import app
+from ingest.cli.deploy import is_loopback
 from ingest.job import DELTA_PACKAGE, main, script_path
 from ingest.serve import ServeOptions
 from tables.errors import ConfigError
@@ -75,6 +76,34 @@ def test_serve_with_writes_asks_first(tmp_path: Path, monkeypatch: pytest.Monkey
     assert result.exit_code == 1
     assert "Let every client" in result.output
     assert "Aborted" in result.output
+
+
+def test_serve_asks_before_spark_connect_listens_beyond_loopback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["serve", "--host", "0.0.0.0", "--port", "1"], input="n\n")
+    assert result.exit_code == 1
+    assert "Spark Connect has no authentication: every client that reaches 0.0.0.0:15002" in (
+        result.output
+    )
+    assert "Aborted" in result.output
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("127.0.0.1", True),
+        ("127.1.2.3", True),
+        ("::1", True),
+        ("localhost", True),
+        ("0.0.0.0", False),
+        ("10.0.0.5", False),
+        ("db.example.com", False),
+    ],
+)
+def test_is_loopback(host: str, loopback: bool) -> None:
+    assert is_loopback(host) is loopback
 
 
 def test_job_script_takes_the_command_without_a_separator() -> None:

@@ -735,6 +735,30 @@ CASES: list[tuple[str, str, str, str]] = [
         "CSV records always end at a line break outside quotes",
     ),
     (
+        "option-csv-quote-two-characters",
+        csv_source("options = {quote = \"''\"}"),
+        "pipelines.landing.source.options.quote",
+        "quote must be one character, or empty to turn quoting off; got \"''\"",
+    ),
+    (
+        "option-csv-escape-two-characters",
+        csv_source("options = {Escape = '\\\\'}"),
+        "pipelines.landing.source.options.Escape",
+        "escape must be one character, or empty to turn escaping off",
+    ),
+    (
+        "option-csv-empty-separator",
+        csv_source("options = {sep = ''}"),
+        "pipelines.landing.source.options.sep",
+        "sep must not be empty",
+    ),
+    (
+        "option-csv-header-not-boolean",
+        csv_source("options = {header = 'yes'}"),
+        "pipelines.landing.source.options.header",
+        "header must be true or false, got 'yes'",
+    ),
+    (
         "option-json-encoding",
         source("options = {encoding = 'ISO-8859-1'}"),
         "pipelines.landing.source.options.encoding",

@@ -31,8 +31,8 @@ from ingest.sources import FileSource
 from tables.catalog import table_detail
 from tables.errors import CheckpointLostError, DamagedLogError, SchemaMismatchError
 from tables.log import committed_batch, committed_batches, read_ledger, table_version
-from tables.session import jvm_of
 from tables.spec import TableSpec
+from tests.support.delta_cache import clear_log_cache
 from tests.support.processes import child_env
 
 MakeTable = Callable[..., TableSpec]
@@ -348,7 +348,7 @@ def test_deleted_checkpoint_stops_the_same_app_and_a_new_app_adds_nothing(
 
 def fresh_marker(spark: SparkSession, table: str, app_id: str) -> int | None:
     """The marker read by a process that has no cached snapshot: Delta's log cache cleared."""
-    jvm_of(spark).org.apache.spark.sql.delta.DeltaLog.clearCache()
+    clear_log_cache(spark)
     return committed_batch(spark, table, app_id)
 
 

@@ -32,6 +32,7 @@ from ingest.sources.kafka_read import (
 from ingest.sources.offsets import are_contiguous, gaps, merge_ranges, next_offsets
 from quality.malformed import CORRUPT_COLUMN
 from tables.errors import CheckpointLostError, ConfigError, TerminalError
+from tables.jvm import gateway
 from tables.log import read_ledger
 from tables.spec import TableSpec, parse_struct
 from tests.support import kafka_broker
@@ -193,7 +194,7 @@ def test_bad_ranges_are_config_errors(bounds: list[object]) -> None:
 def broker(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
     """One KRaft broker for the module; its client helpers run in the test session's JVM."""
     try:
-        spark._jvm.py4j.reflection.ReflectionUtil.classForName(
+        gateway(spark, "checking the Kafka connector").py4j.reflection.ReflectionUtil.classForName(
             "org.apache.spark.sql.kafka010.KafkaSourceProvider"
         )
     except Exception:

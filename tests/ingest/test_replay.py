@@ -172,3 +172,38 @@ def test_replace_is_atomic_around_a_crash(
     new = {f"e1-{i}" for i in range(10)}
     old = (new - {"e1-1", "e1-2"}) | {"stray"}
     assert ids == (new if replaced else old)
+
+
+@pytest.mark.parametrize("name", ["day 1 100%41.json", "a [b] {c}*?.json"])
+def test_replay_reads_a_file_whose_name_spark_escapes(
+    spark: SparkSession, make_table: MakeTable, tmp_path: Path, name: str
+) -> None:
+    """The ledger records `_metadata.file_path`, URL-encoded (`day%201%20100%2541.json`).
+
+    Replay used to hand that text back to Spark, which found no such file; a name with glob
+    characters must be read as itself, not as a pattern.
+    """
+    spec = make_table()
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    rows = [{"event_id": f"e{i}", "user_id": "u", "amount": float(i)} for i in range(3)]
+    (landing / name).write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    job = PipelineSpec(
+        "odd",
+        spec.name,
+        "odd",
+        FileSource(str(landing), "json"),
+        "available-now",
+        str(tmp_path / "checkpoint"),
+    )
+    run_pipeline(spark, job, spec)
+    [entry] = read_ledger(spark, spec.name)
+    assert entry.meta.source["files"][0].endswith("%20100%2541.json" if "%" in name else ".json")
+    spark.sql(f"DELETE FROM {spec.name} WHERE event_id = 'e1'")
+
+    plans = plan_replay(spark, spec, "odd", 0, 0, job.source)
+    assert_sources_present(spark, plans)
+    [result] = [replay_batch(spark, spec, plan) for plan in plans]
+
+    assert (result.rows_source, result.rows_restored, result.rows_already_present) == (3, 1, 2)
+    assert sorted(r["event_id"] for r in spark.table(spec.name).collect()) == ["e0", "e1", "e2"]

@@ -15,7 +15,7 @@ import pytest
 from pyspark.sql import SparkSession
 from typer.testing import CliRunner
 
-from ingest.admin.apps import pending_reset, reset_app
+from ingest.admin.apps import pending_reset, recorded_moves, reset_app
 from ingest.cli import app
 from ingest.config import PipelineSpec
 from ingest.runner import run_pipeline
@@ -191,3 +191,38 @@ def test_a_reset_target_below_minus_one_is_refused_before_spark(
         "error: --to-batch must be -1 (nothing committed) or a batch id, got -5\n"
     )
     assert asked == []
+
+
+def test_a_batch_cut_short_after_a_finished_reset_writes_its_rejects_once(
+    spark: SparkSession, make_table: MakeTable, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first batch after a reset writes its rejected rows, then crashes before its commit.
+
+    Its quarantine marker is then above the reset's batch, as a reset back that never moved it
+    would leave it: the next ingest must not take the reset for half done and roll the marker
+    back, or the re-run batch writes its rejected rows a second time.
+    """
+    spec = make_table()
+    job = ingested(spark, spec, tmp_path)
+    reset_app(spark, spec.name, "p", -1)
+    shutil.rmtree(job.checkpoint)
+    monkeypatch.setenv(ENV_VAR, "before_write:raise@0")
+    with pytest.raises(Exception, match="fault injected at before_write"):
+        run_pipeline(spark, job, spec)
+    monkeypatch.delenv(ENV_VAR)
+    assert markers(spark, spec)[:2] == [-1, 0]
+    assert batch_zero_rows(spark, spec.quarantine_name) == 2
+
+    report = run_pipeline(spark, job, spec)
+
+    # One rejected row from before the reset, one from the batch run again after it.
+    assert batch_zero_rows(spark, spec.quarantine_name) == 2
+    assert report.finished_reset is None
+    assert [r.rows_quarantined for r in report.results] == [1]
+    assert markers(spark, spec) == [0, 0, 0]
+    assert spark.table(spec.name).count() == 2
+
+
+def test_a_reset_entry_without_moves_is_judged_by_marker_levels() -> None:
+    assert recorded_moves({"kind": "reset", "from": 0}) is None
+    assert recorded_moves({"moves": [["t_quarantine", "p", 4]]}) == {("t_quarantine", "p"): 4}

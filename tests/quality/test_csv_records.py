@@ -59,3 +59,38 @@ def test_reader_options_are_matched_with_case_ignored_as_spark_does() -> None:
     records = file_records(data, ["id", "name"], {"Header": "false", "SEP": ";"})
 
     assert [r["values"] for r in records] == [["a", "1"], ["b", "2"]]
+
+
+def test_an_empty_quote_or_escape_turns_it_off_as_spark_does_without_spark() -> None:
+    data = b'id,name\na,"x\nb,\\"y"\n'
+
+    unquoted = file_records(data, ["id", "name"], {"quote": ""})
+    unescaped = file_records(b'id,name\na,"x\\",y\n', ["id", "name"], {"escape": ""})
+
+    # No quoting: a quote is an ordinary character and a line break always ends a record.
+    assert [r["values"] for r in unquoted] == [["a", '"x'], ["b", '\\"y"']]
+    # No escaping: the backslash is kept and the quote after it closes the field.
+    assert [(r["raw"], r["fault"]) for r in unescaped] == [
+        (b'a,"x\\",y', "malformed CSV: 3 fields, the header has 2")
+    ]
+
+
+def test_a_csv_source_with_an_empty_quote_lands_quotes_as_text(
+    spark: SparkSession, make_table: MakeTable, tmp_path: Path
+) -> None:
+    spec = make_table(schema=SCHEMA, keys=("id",))
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / "a.csv").write_bytes(b'id,name\na,"x\nb,"y,z"\n')
+    source = FileSource(str(landing), "csv", {"Quote": ""})
+    batch = read_files(spark, source, spec.data_schema(spark), [str(landing / "a.csv")])
+
+    result = commit_batch(spark, spec, "csv", 0, batch, raw_format="csv")
+
+    assert (result.rows_read, result.rows_inserted, result.rows_quarantined) == (2, 1, 1)
+    assert [(r["id"], r["name"]) for r in spark.table(spec.name).collect()] == [("a", '"x')]
+    [rejected] = spark.table(spec.quarantine_name).collect()
+    assert (rejected["_lh_reason"], rejected["_lh_raw"]) == (
+        "malformed CSV: 3 fields, the header has 2",
+        'b,"y,z"',
+    )

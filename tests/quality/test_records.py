@@ -185,8 +185,8 @@ def test_a_line_starting_with_a_magic_number_inside_a_json_file_is_only_a_malfor
     valid = [b'{"id": "v%d", "qty": %d}' % (n, n) for n in range(6)]
     junk = b"BZh91AY&SY junk that only looks like bzip2"
     (landing / "mixed lines.json").write_bytes(b"\n".join([*valid[:3], junk, *valid[3:]]) + b"\n")
-    (landing / "gzip named plain.json").write_bytes(gzip.compress(b'{"id": "g"}\n'))
-    files = [str(landing / "mixed lines.json"), str(landing / "gzip named plain.json")]
+    (landing / "gzip named [plain].json").write_bytes(gzip.compress(b'{"id": "g"}\n'))
+    files = [str(landing / "mixed lines.json"), str(landing / "gzip named [plain].json")]
     source = FileSource(str(landing), "json")
 
     def commit() -> BatchResult:
@@ -204,7 +204,8 @@ def test_a_line_starting_with_a_magic_number_inside_a_json_file_is_only_a_malfor
         None,
     )
     assert str(gzip_file[0]).startswith("undecodable file: gzip-compressed data")
-    assert str(gzip_file[3]).endswith("gzip%20named%20plain.json")
+    # `_lh_source` is `_metadata.file_path`, URL-encoded; the file is read by its decoded name.
+    assert str(gzip_file[3]).endswith("gzip%20named%20%5Bplain%5D.json")
     again = commit()
     assert (again.status, again.rows_read) == ("skipped", 8)
 

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tables.connectors import cache_root, dependency, maven_fetch
+from tables.jvm import gateway
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -226,7 +227,7 @@ class KafkaBroker:
         for client in (self._producer, self._admin):
             if client is not None:
                 with contextlib.suppress(Exception):
-                    client.close(_java_duration(self._jvm(), 5))
+                    client.close(_java_duration(self._java(), 5))
         self._producer = self._admin = None
         _running.discard(self)
         process, self._process = self._process, None
@@ -324,15 +325,15 @@ class KafkaBroker:
 
     # -- clients (Kafka's Java client inside the Spark session's JVM) --------------------------
 
-    def _jvm(self) -> Any:
+    def _java(self) -> Any:
         if self._spark is None:
             raise KafkaBrokerError(
                 "KafkaBroker(spark=...) is needed for client helpers: they use its JVM"
             )
-        return self._spark._jvm
+        return gateway(self._spark, "the test Kafka broker's clients")
 
     def _properties(self, extra: Mapping[str, str]) -> Any:
-        props = self._jvm().java.util.Properties()
+        props = self._java().java.util.Properties()
         props.setProperty("bootstrap.servers", self.bootstrap)
         for key, value in extra.items():
             props.setProperty(key, value)
@@ -341,7 +342,7 @@ class KafkaBroker:
     def admin(self) -> Any:
         """The broker's Kafka `AdminClient` (a py4j proxy), created on first use."""
         if self._admin is None:
-            jvm = self._jvm()
+            jvm = self._java()
             props = self._properties({"client.id": "lakehouse-test-admin"})
             self._admin = jvm.org.apache.kafka.clients.admin.AdminClient.create(props)
         return self._admin
@@ -350,7 +351,7 @@ class KafkaBroker:
         self, name: str, partitions: int = 1, config: Mapping[str, str] | None = None
     ) -> None:
         """Create a topic (replication factor 1) and wait until every partition has a leader."""
-        jvm = self._jvm()
+        jvm = self._java()
         optional = jvm.java.util.Optional
         topic = jvm.org.apache.kafka.clients.admin.NewTopic(
             name, optional.of(partitions), optional.empty()
@@ -374,7 +375,7 @@ class KafkaBroker:
 
         With `partition=None` the default partitioner places each message by its key.
         """
-        jvm = self._jvm()
+        jvm = self._java()
         if self._producer is None:
             serializer = "org.apache.kafka.common.serialization.StringSerializer"
             props = self._properties(
@@ -401,7 +402,7 @@ class KafkaBroker:
 
         The partition's log start offset (its earliest available offset) moves to the offset.
         """
-        jvm = self._jvm()
+        jvm = self._java()
         assert self._spark is not None
         gateway: Any = self._spark.sparkContext._gateway
         # py4j cannot call `RecordsToDelete.beforeOffset(long)` directly: the class also has an
@@ -429,7 +430,7 @@ class KafkaBroker:
         return self._list_offsets(topic, "latest")
 
     def _list_offsets(self, topic: str, which: str) -> dict[int, int]:
-        jvm = self._jvm()
+        jvm = self._java()
         admin_pkg = jvm.org.apache.kafka.clients.admin
         described = self._wait(self.admin().describeTopics([topic]).allTopicNames())
         spec = getattr(admin_pkg.OffsetSpec, which)()
@@ -441,7 +442,7 @@ class KafkaBroker:
         return {int(tp.partition()): int(listed.get(tp).offset()) for tp in listed.keySet()}
 
     def _wait(self, future: Any, seconds: int = 30) -> Any:
-        unit = self._jvm().java.util.concurrent.TimeUnit.SECONDS
+        unit = self._java().java.util.concurrent.TimeUnit.SECONDS
         return future.get(seconds, unit)
 
 

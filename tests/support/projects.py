@@ -89,8 +89,25 @@ def land(
         os.utime(directory / name, (mtime, mtime))
 
 
-def start_lakehouse(cwd: Path, *args: str, new_session: bool = False) -> subprocess.Popen[str]:
-    """Start `lakehouse ARGS` in `cwd` as a separate driver, its output piped."""
+def start_lakehouse(
+    cwd: Path, *args: str, new_session: bool = False, log: Path | None = None
+) -> subprocess.Popen[str]:
+    """Start `lakehouse ARGS` in `cwd` as a separate driver, its output piped.
+
+    With `log`, stdout and stderr go to that file instead, which the test can read while the
+    driver runs (a long run's pipe nobody reads would fill up).
+    """
+    if log is not None:
+        with open(log, "w") as output:
+            return subprocess.Popen(
+                [sys.executable, "-m", "ingest.cli", *args],
+                cwd=cwd,
+                env=child_env(),
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                text=True,
+                start_new_session=new_session,
+            )
     return subprocess.Popen(
         [sys.executable, "-m", "ingest.cli", *args],
         cwd=cwd,

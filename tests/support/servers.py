@@ -291,11 +291,22 @@ class LakehouseServer:
         wait_for_port(self.port, 300, "lakehouse serve", self.log)
         return self
 
-    def stop(self) -> int:
-        """SIGTERM the server and return its exit code."""
+    def stop(self, signum: int = signal.SIGTERM) -> int:
+        """Stop the server as its user would and return its exit code.
+
+        SIGTERM goes to the process (`kill PID`, a supervisor); SIGINT goes to its whole process
+        group, as Ctrl-C in its terminal sends it.
+        """
         assert self.process is not None
-        self.process.send_signal(signal.SIGTERM)
+        if signum == signal.SIGINT:
+            os.killpg(self.process.pid, signal.SIGINT)
+        else:
+            self.process.send_signal(signum)
         return self.process.wait(60)
+
+    def output(self) -> str:
+        """What the server printed so far, stdout and stderr together."""
+        return self.log.read_text(errors="replace")
 
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -306,6 +317,23 @@ class LakehouseServer:
 
 def beeline(url: str, statement: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
     """Run one statement through pyspark's beeline; rows come back as CSV on stdout."""
+    return _beeline(url, ["-e", statement], timeout)
+
+
+def beeline_script(
+    url: str, statements: list[str], workdir: Path, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """Run statements in order on one JDBC connection (one client session), going on past errors.
+
+    Rows come back as CSV on stdout, each failure as an `Error: ...` line on stderr; beeline
+    exits 0 even when statements failed (`--force`).
+    """
+    script = workdir / f"beeline-{time.monotonic_ns()}.sql"
+    script.write_text("".join(f"{statement};\n" for statement in statements))
+    return _beeline(url, ["--force=true", "-f", str(script)], timeout)
+
+
+def _beeline(url: str, arguments: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [
             str(SPARK_HOME / "bin" / "beeline"),
@@ -314,8 +342,7 @@ def beeline(url: str, statement: str, timeout: float = 180) -> subprocess.Comple
             "--silent=true",
             "--outputformat=csv2",
             "--showHeader=false",
-            "-e",
-            statement,
+            *arguments,
         ],
         capture_output=True,
         text=True,

@@ -19,8 +19,8 @@ from tables.log import (
     ledger_entry_from_history,
     read_markers,
 )
-from tables.session import jvm_of
 from tables.spec import TableSpec
+from tests.support.delta_cache import clear_log_cache
 
 EVENT_DDL = "event_id STRING NOT NULL, user_id STRING, amount DOUBLE"
 
@@ -94,7 +94,7 @@ def test_markers_are_read_from_the_checksum_without_a_spark_job(
     spec = make_table()
     for batch_id in (0, 1):
         commit_batch(spark, spec, "app", batch_id, _rows(spark, batch_id))
-    jvm_of(spark).org.apache.spark.sql.delta.DeltaLog.clearCache()  # as a new process would
+    clear_log_cache(spark)  # as a new process would
 
     read, jobs = _jobs_of(spark, lambda: read_markers(spark, spec.name))
 
@@ -110,7 +110,7 @@ def test_a_missing_checksum_falls_back_to_deltas_own_read(
     log = Path(table_detail(spark, spec.name).location.removeprefix("file:")) / "_delta_log"
     latest = max(log.glob("*.crc"))
     latest.unlink()
-    jvm_of(spark).org.apache.spark.sql.delta.DeltaLog.clearCache()
+    clear_log_cache(spark)
 
     read = read_markers(spark, spec.name)
 
@@ -127,7 +127,7 @@ def test_a_checksum_without_markers_falls_back_to_deltas_own_read(
         commit_batch(spark, spec, "app", 1, _rows(spark, 1))
     finally:
         spark.conf.unset("spark.databricks.delta.setTransactionsInCrc.writeOnCommit")
-    jvm_of(spark).org.apache.spark.sql.delta.DeltaLog.clearCache()
+    clear_log_cache(spark)
 
     read = read_markers(spark, spec.name)
 

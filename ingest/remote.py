@@ -1,0 +1,216 @@
+"""A pipeline's stream run through a Spark Connect server.
+
+Over Spark Connect the `foreachBatch` function runs in a Python worker the server starts for the
+query (SPARK-44462), not in this process: it cannot touch this process's objects, only the
+tables. So the function here (`RemoteBatch`) carries everything it needs (the pipeline, the
+spec, the batch id base), commits and audits the batch in the worker exactly as the classic
+runner does, and keeps its outcomes in a buffer of the worker's own. This process follows the
+query's progress and reads each new batch's result back from the table's ledger, which is what
+was committed anyway. A `LakehouseError` raised in the worker fails the query; its class and
+message travel in the query's error (`encode_error`, `decode_error`) and are raised here again,
+so the CLI says the same one line with the same exit code as on a classic session.
+
+A stop (SIGINT, SIGTERM) waits for the batch under way to be checkpointed, then stops the query;
+a batch Spark starts at that instant is interrupted, and the next run finishes it, exactly once,
+as after a crash.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ingest.commit import BatchResult, BatchStatus, commit_batch, result_from_entry
+from ingest.outcomes import audit_after_commit
+from ingest.triggers import start_query
+from quality.expectations import ExpectationGate
+from quality.results import CheckResult, ResultLog, audit_from_entry
+from tables import errors
+from tables.errors import LakehouseError, TerminalError, error_summary
+from tables.log import LedgerEntry, read_ledger
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from ingest.config import PipelineSpec
+    from ingest.stopping import StopRequest
+    from tables.spec import TableSpec
+
+_ERROR = re.compile(r"LAKEHOUSE_ERROR\[(\w+)\]: (.*?)(?:\n|$)")
+_POLL_SECONDS = 1
+_outcomes: dict[tuple[str, str], ResultLog] = {}
+
+
+def encode_error(exc: LakehouseError) -> str:
+    """A worker's error as a line that survives the trip through the query's failure."""
+    return f"LAKEHOUSE_ERROR[{type(exc).__name__}]: {exc}"
+
+
+def decode_error(text: str) -> LakehouseError | None:
+    """The project error a failed query's message carries, rebuilt with its class; or None."""
+    found = _ERROR.search(text)
+    if found is None:
+        return None
+    kind = getattr(errors, found.group(1), None)
+    if not (isinstance(kind, type) and issubclass(kind, LakehouseError)):
+        return TerminalError(found.group(2))
+    return kind(found.group(2))
+
+
+@dataclass(frozen=True)
+class RemoteBatch:
+    """The `foreachBatch` function of a stream run through Spark Connect (runs server-side)."""
+
+    pipeline: PipelineSpec
+    spec: TableSpec
+    batch_base: int
+    quality_dir: Path | None
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        """Commit and audit one micro-batch; a project error leaves as an encoded line."""
+        try:
+            self.run(batch, self.batch_base + batch_id)
+        except LakehouseError as exc:
+            raise RuntimeError(encode_error(exc)) from None
+
+    def run(self, batch: DataFrame, batch_id: int) -> None:
+        """What the classic runner does for a batch, with the worker's own outcome buffer."""
+        spark = batch.sparkSession
+        source = self.pipeline.source
+        gate = ExpectationGate(self.spec, self.quality_dir) if self.spec.expectations else None
+        with source.stream_batch(batch) as (rows, record):
+            result = commit_batch(
+                rows.sparkSession,
+                self.spec,
+                self.pipeline.app_id,
+                batch_id,
+                rows,
+                source=record,
+                raw_format=source.raw_format,
+                reader_options=source.reader_options,
+                gate=gate,
+                fail_on_rewind=True,
+            )
+        key = (self.spec.name, self.pipeline.app_id)
+        if key not in _outcomes:
+            from ingest.outcomes import outcomes_of
+
+            _outcomes[key] = outcomes_of(spark, self.spec, self.pipeline.app_id)
+        audit_after_commit(spark, self.spec, result, _outcomes[key])
+
+
+@dataclass
+class Progress:
+    """What this process has reported of a remote run: the newest Spark batch, and since when."""
+
+    started: datetime
+    reported: int = -1
+
+
+def run_remote_stream(
+    spark: SparkSession,
+    pipeline: PipelineSpec,
+    spec: TableSpec,
+    stop: StopRequest,
+    stream: DataFrame,
+    trigger_args: Mapping[str, Any],
+    batch_base: int,
+    *,
+    on_result: Callable[[BatchResult, list[CheckResult]], None],
+    quality_dir: Path | None,
+) -> None:
+    """Run the stream through the Connect server until it ends, fails, or a stop arrives."""
+    progress = Progress(datetime.now())
+    handler = RemoteBatch(pipeline, spec, batch_base, quality_dir)
+    query = start_query(stream, pipeline.app_id, pipeline.checkpoint, trigger_args, handler)
+    try:
+        while not query.awaitTermination(_POLL_SECONDS):
+            _report(spark, spec, pipeline.app_id, batch_base, query, progress, on_result)
+            if stop.requested:
+                _stop_when_idle(query)
+                break
+    except Exception as exc:
+        decoded = decode_error(str(exc))
+        if decoded is not None:
+            raise decoded from exc
+        raise TerminalError(f"stream {pipeline.name} failed: {error_summary(exc)}") from exc
+    finally:
+        _report(spark, spec, pipeline.app_id, batch_base, query, progress, on_result)
+
+
+def _stop_when_idle(query: Any) -> None:
+    """Stop the query once no trigger is running (the batch under way has been checkpointed)."""
+    deadline = time.monotonic() + 60.0
+    while query.isActive and time.monotonic() < deadline:
+        if not query.status.get("isTriggerActive", False):
+            break
+        time.sleep(0.2)
+    query.stop()
+
+
+def _report(
+    spark: SparkSession,
+    spec: TableSpec,
+    app_id: str,
+    batch_base: int,
+    query: Any,
+    progress: Progress,
+    on_result: Callable[[BatchResult, list[CheckResult]], None],
+) -> None:
+    """Report the batches the query finished since the last call, read from the ledger."""
+    newest = _newest_batch(query)
+    if newest is None or newest <= progress.reported:
+        return
+    wanted = range(batch_base + progress.reported + 1, batch_base + newest + 1)
+    entries = _entries(spark, spec.name, app_id, set(wanted))
+    for batch_id in wanted:
+        entry = entries.get(batch_id)
+        if entry is None:
+            continue
+        result, audits = remote_result(entry, spec, progress.started)
+        on_result(result, audits)
+    progress.reported = newest
+
+
+def _newest_batch(query: Any) -> int | None:
+    """The newest Spark batch id the query has finished, from its progress reports."""
+    done = [int(getattr(p, "batchId", None) or p["batchId"]) for p in query.recentProgress]
+    return max(done) if done else None
+
+
+def _entries(
+    spark: SparkSession, table: str, app_id: str, wanted: set[int]
+) -> dict[int, LedgerEntry]:
+    found: dict[int, LedgerEntry] = {}
+    for entry in read_ledger(spark, table, app_id=app_id, limit=len(wanted) * 4 + 16):
+        if entry.meta.kind == "batch" and entry.meta.batch_id in wanted:
+            found.setdefault(entry.meta.batch_id, entry)
+    return found
+
+
+def remote_result(
+    entry: LedgerEntry, spec: TableSpec, started: datetime
+) -> tuple[BatchResult, list[CheckResult]]:
+    """A batch's result as the ledger shows it: committed by this run, or skipped as earlier."""
+    ours = entry.committed_at >= started.replace(microsecond=0)
+    status: BatchStatus = "committed" if entry.meta.rows_read else "empty"
+    if not ours:
+        status = "skipped"
+    note = "" if ours else "already committed by an earlier run"
+    result = result_from_entry(entry, spec.name, status=status, attempts=1, note=note)
+    if not ours or entry.meta.audit is None:
+        return result, []
+    audit = audit_from_entry(
+        spec.name,
+        entry.meta.app_id,
+        entry.meta.batch_id,
+        entry.version,
+        entry.meta.audit,
+        spec.audit_policy,
+    )
+    return result, [audit]

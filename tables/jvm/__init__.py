@@ -1,0 +1,55 @@
+"""The JVM boundary: the one place that reaches into a classic session's py4j gateway.
+
+Everything else in the project goes through public APIs (SQL, DataFrames, Structured Streaming),
+which work on a classic session and over Spark Connect alike. What no public API does is in this
+package, one module per concern, each function saying why Python cannot do it: reading Delta's
+markers and newest commit without a Spark job and committing bare markers (`delta`), Hadoop file
+systems (`files`), Kafka's admin client (`kafka`), the Hive metastore's schema (`hive`) and the
+JDBC server (`servers`). The private attributes of PySpark's classic objects are read here only.
+On a Spark Connect session each of these raises ClassicOnlyError, one line naming the operation.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.session import SparkSession as ClassicSession
+
+from tables.errors import ClassicOnlyError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def is_classic(spark: SparkSession) -> bool:
+    """True for a classic session (a JVM in this process), False for a Spark Connect one."""
+    return isinstance(spark, ClassicSession)
+
+
+def gateway(spark: SparkSession, operation: str) -> Any:
+    """The session's py4j JVM view, or ClassicOnlyError naming `operation` over Spark Connect."""
+    if not is_classic(spark):
+        raise ClassicOnlyError(
+            f"{operation} needs a classic Spark session (the JVM in this process); it is not "
+            "available over Spark Connect: run it without --remote"
+        )
+    return spark._jvm
+
+
+def java_session(spark: SparkSession, operation: str) -> Any:
+    """The session's JVM SparkSession (classic only)."""
+    gateway(spark, operation)
+    return spark._jsparkSession
+
+
+def hadoop_configuration(spark: SparkSession, operation: str) -> Any:
+    """The session's Hadoop configuration in the JVM (classic only)."""
+    gateway(spark, operation)
+    return spark.sparkContext._jsc.hadoopConfiguration()
+
+
+def clone_classic(spark: SparkSession) -> SparkSession:
+    """A classic session's clone, SQL confs and temp views included (`cloneSession` is private)."""
+    from pyspark.sql.session import SparkSession as Session
+
+    return Session(spark.sparkContext, java_session(spark, "cloning a session").cloneSession())

@@ -1,0 +1,139 @@
+"""Delta's log through delta-spark's JVM API: what its public APIs do not offer.
+
+- Markers without a Spark job: no public API reads an app's SetTransaction version. The
+  snapshot's version checksum (`<v>.crc`) lists them; `Snapshot.transactions` rebuilds the table
+  state with a Spark job on every new version (delta-io/delta#4708).
+- The newest commit's `commitInfo` from its one `<v>.json`, with no Spark job (DESCRIBE HISTORY
+  runs one).
+- Bare SetTransaction commits: Delta's per-write txn options cannot move a marker back.
+
+`tables.log` decides when these are used and reads the same things through public APIs over
+Spark Connect.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from tables.jvm import gateway, java_session
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+T = TypeVar("T")
+
+
+def _delta_log(spark: SparkSession, table: str, operation: str) -> Any:
+    """delta-spark's JVM `DeltaLog` of a catalog table."""
+    jspark = java_session(spark, operation)
+    identifier = jspark.sessionState().sqlParser().parseTableIdentifier(table)
+    delta_log = gateway(spark, operation).org.apache.spark.sql.delta.DeltaLog
+    return delta_log.forTable(jspark, identifier)
+
+
+def read_snapshot(spark: SparkSession, table: str, read: Callable[[Any], T]) -> T:
+    """Apply `read` to the table's current snapshot (reading the newest checkpoint and commits)."""
+    operation = f"reading the Delta log of {table}"
+    none = gateway(spark, operation).scala.Option.empty()
+    return read(_delta_log(spark, table, operation).update(False, none, none))
+
+
+def checksum_markers(snapshot: Any) -> dict[str, int] | None:
+    """The markers the snapshot's version checksum lists; None without a checksum or list."""
+    checksum = snapshot.checksumOpt()
+    if not checksum.isDefined():
+        return None
+    listed = checksum.get().setTransactions()
+    if not listed.isDefined():
+        return None
+    found: dict[str, int] = {}
+    iterator = listed.get().iterator()
+    while iterator.hasNext():
+        txn = iterator.next()
+        found[str(txn.appId())] = int(txn.version())
+    return found
+
+
+def state_markers(snapshot: Any) -> dict[str, int]:
+    """The markers of Delta's own state rebuild of the snapshot (a Spark job per new version)."""
+    found: dict[str, int] = {}
+    iterator = snapshot.transactions().iterator()
+    while iterator.hasNext():
+        pair = iterator.next()
+        found[str(pair._1())] = int(pair._2())
+    return found
+
+
+def has_marker_retention(snapshot: Any, retention_property: str) -> bool:
+    """True if the table sets a marker retention (Delta drops expired markers from its state)."""
+    return bool(snapshot.metadata().configuration().contains(retention_property))
+
+
+def newest_commit(spark: SparkSession, table: str) -> dict[str, Any] | None:
+    """The newest commit's history row (version, timestamp, operation, userMetadata, metrics).
+
+    Read from the one `<version>.json` through Delta's `getCommitInfoOpt` and the table's log
+    store, so any store Delta supports works; None when the commit is not a plain `<v>.json`
+    (a staged commit: history finds it).
+    """
+    jvm = gateway(spark, f"reading the newest commit of {table}")
+
+    def read(snapshot: Any) -> dict[str, Any] | None:
+        log = snapshot.deltaLog()
+        version = int(snapshot.version())
+        path = jvm.org.apache.spark.sql.delta.util.FileNames.unsafeDeltaFile(log.logPath(), version)
+        try:
+            found = jvm.org.apache.spark.sql.delta.DeltaHistoryManager.getCommitInfoOpt(
+                log.store(), path, log.newDeltaHadoopConf()
+            )
+        except Exception:  # not a plain `<v>.json` (a staged commit): history finds it
+            return None
+        if not found.isDefined():
+            return None
+        info = found.get()
+        metrics = info.operationMetrics()
+        metadata = info.userMetadata()
+        return {
+            "version": version,
+            "timestamp": datetime.fromtimestamp(info.timestamp().getTime() / 1000),
+            "operation": info.operation(),
+            "userMetadata": metadata.get() if metadata.isDefined() else None,
+            "operationMetrics": _java_map(jvm, metrics.get()) if metrics.isDefined() else {},
+        }
+
+    return read_snapshot(spark, table, read)
+
+
+def commit_bare_markers(
+    spark: SparkSession, commit_session: SparkSession, table: str, markers: Mapping[str, int]
+) -> None:
+    """Commit SetTransaction actions (txnAppId -> version) alone, in `table`'s log.
+
+    The transaction reads userMetadata from the thread's active session, so `commit_session`
+    (which carries the ledger entry) is made the active one for the call.
+    """
+    operation = "moving a marker (reset-app)"
+    jvm = gateway(spark, operation)
+    now = jvm.scala.Some(int(time.time() * 1000))
+    actions = jvm.java.util.ArrayList()
+    for app_id, version in markers.items():
+        actions.add(jvm.org.apache.spark.sql.delta.actions.SetTransaction(app_id, version, now))
+    manual = getattr(
+        getattr(jvm.org.apache.spark.sql.delta, "DeltaOperations$ManualUpdate$"), "MODULE$"
+    )
+    sessions = jvm.org.apache.spark.sql.SparkSession
+    sessions.setActiveSession(java_session(commit_session, operation))
+    try:
+        _delta_log(spark, table, operation).startTransaction().commit(
+            jvm.scala.jdk.javaapi.CollectionConverters.asScala(actions).toSeq(), manual
+        )
+    finally:
+        sessions.setActiveSession(java_session(spark, operation))
+
+
+def _java_map(jvm: Any, scala_map: Any) -> dict[str, str]:
+    converted = jvm.scala.jdk.javaapi.CollectionConverters.asJava(scala_map)
+    return {str(k): str(v) for k, v in dict(converted).items()}

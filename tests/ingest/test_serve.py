@@ -1,0 +1,225 @@
+"""`lakehouse serve`: read-only JDBC over the tables while a stream commits, stopped cleanly.
+
+One server (one JVM) and one continuous ingest serve the whole module; a second server is
+started only to be stopped with Ctrl-C. Clients are pyspark's beeline. The server must refuse
+writes, DDL and SET with the guard's one line and change nothing; a query by table name must
+return whole committed batches, never older than what had committed when it was sent; Ctrl-C
+and SIGTERM must each end the server with exit 0 and its last line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.support.processes import child_env
+from tests.support.projects import Pipeline, events, land, write_project
+from tests.support.servers import LOOPBACK, LakehouseServer, beeline, beeline_script
+
+pytestmark = pytest.mark.slow
+
+ROWS_PER_FILE = 40
+APP_ID = "events-live"
+GUARD_LINE = (
+    "LAKEHOUSE_READ_ONLY: {} (a write, DDL, SET, ADD JAR or another command) is refused in a "
+    "read-only session"
+)
+
+
+@dataclass
+class Served:
+    """The module's project: a continuous ingest into `events` and a server over its home."""
+
+    root: Path
+    landing: Path
+    stream: subprocess.Popen[bytes]
+    stream_log: Path
+    server: LakehouseServer
+    files: int = 0
+
+    def land_file(self) -> None:
+        """Drop the next file of ROWS_PER_FILE new rows: one micro-batch of the stream."""
+        ids = [f"f{self.files}-{i}" for i in range(ROWS_PER_FILE)]
+        land(self.landing, f"{self.files:04d}.json", events(ids))
+        self.files += 1
+
+    def committed_batches(self) -> int:
+        """How many batches the stream has reported committed so far."""
+        text = self.stream_log.read_text(errors="replace")
+        return len(re.findall(r"^batch \d+: committed", text, re.MULTILINE))
+
+    def log_files(self) -> set[str]:
+        """The commit files of the events table's Delta log."""
+        log = self.root / ".lakehouse" / "warehouse" / "events" / "_delta_log"
+        return {path.name for path in log.glob("*.json")}
+
+
+def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(1)
+    raise AssertionError(f"{what} did not happen in {timeout:.0f} s")
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    root = tmp_path_factory.mktemp("serve")
+    landing = write_project(root, [Pipeline("live", APP_ID)])["live"]
+    stream_log = root / "stream.log"
+    with open(stream_log, "wb") as log:
+        stream = subprocess.Popen(
+            [sys.executable, "-m", "ingest.cli", "ingest", "live", "--trigger", "2 seconds"],
+            cwd=root,
+            env=child_env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        # The server starts on an empty home while the stream starts; both JVMs at once.
+        with LakehouseServer(root) as server:
+            project = Served(root, landing, stream, stream_log, server)
+            project.land_file()
+            wait_until(lambda: project.committed_batches() == 1, 600, "the stream's batch 0")
+            yield project
+    finally:
+        if stream.poll() is None:
+            os.killpg(stream.pid, signal.SIGINT)
+            try:
+                stream.wait(120)
+            except subprocess.TimeoutExpired:
+                os.killpg(stream.pid, signal.SIGKILL)
+                stream.wait()
+
+
+def counts(server: LakehouseServer) -> dict[str, int]:
+    """Rows per app id of `events`, read through the JDBC endpoint."""
+    answer = beeline(server.url, "SELECT _lh_app_id, count(*) FROM events GROUP BY _lh_app_id")
+    assert answer.returncode == 0, answer.stderr[-2000:]
+    # A line may start with beeline's prompt (`0: jdbc:hive2://...> events-live,40`).
+    rows = re.findall(r"([\w-]+),(\d+)$", answer.stdout, re.MULTILINE)
+    return {app: int(n) for app, n in rows}
+
+
+def refusals(output: str) -> list[str]:
+    """The plan names in the guard's refusals, one per `Error:` line, in order."""
+    pattern = re.compile(re.escape(GUARD_LINE).replace(re.escape("{}"), r"(\w+)"))
+    found = []
+    for line in output.splitlines():
+        if line.startswith("Error:") and "LAKEHOUSE_READ_ONLY" in line:
+            match = pattern.search(line)
+            assert match is not None, line
+            assert line.endswith(match.group(0)), line
+            found.append(match.group(1))
+    return found
+
+
+def port_closed(port: int) -> bool:
+    with socket.socket() as probe:
+        probe.settimeout(1.0)
+        return probe.connect_ex((LOOPBACK, port)) != 0
+
+
+def test_writes_ddl_and_set_are_refused_with_the_guards_line_and_change_nothing(
+    served: Served,
+) -> None:
+    before = served.log_files()
+    statements = [
+        "SELECT 'before', count(*) FROM events",
+        "INSERT INTO events SELECT * FROM events",
+        "DELETE FROM events",
+        "CREATE TABLE intruder (a INT) USING delta",
+        "ALTER TABLE events SET TBLPROPERTIES ('intruder' = 'yes')",
+        "DROP TABLE events",
+        # SET is refused too, so it changes nothing in this client's session: with ANSI mode
+        # still on, a malformed cast still fails; the server's read-only switch still holds.
+        "SET spark.sql.ansi.enabled=false",
+        "SELECT CAST('x' AS INT) AS v",
+        "SET spark.lakehouse.server.readOnly=false",
+        "INSERT INTO events SELECT * FROM events",
+        "SELECT 'after', count(*) FROM events",
+    ]
+    answer = beeline_script(served.server.url, statements, served.root)
+    output = answer.stdout + answer.stderr
+    assert answer.returncode == 0, output[-3000:]  # --force: beeline goes on past errors
+    assert refusals(output) == [
+        "AppendData",
+        "DeleteCommand",
+        "CreateTable",
+        "SetTableProperties",
+        "DropTable",
+        "SetCommand",
+        "SetCommand",
+        "AppendData",
+    ]
+    assert re.search(r"^Error: .*CAST_INVALID_INPUT", output, re.MULTILINE), output[-3000:]
+    # beeline prints `null` without a newline for a statement that failed: find the rows.
+    rows = dict(re.findall(r"(before|after),(\d+)$", answer.stdout, re.MULTILINE))
+    landed = str(ROWS_PER_FILE * served.files)
+    assert rows == {"before": landed, "after": landed}, answer.stdout
+    assert served.log_files() == before
+    assert not (served.root / ".lakehouse" / "warehouse" / "intruder").exists()
+
+    alone = beeline(served.server.url, "INSERT INTO events SELECT * FROM events")
+    assert alone.returncode == 1
+    assert refusals(alone.stderr) == ["AppendData"]
+    assert served.log_files() == before
+
+
+def test_a_query_by_name_returns_whole_committed_batches_while_the_stream_commits(
+    served: Served,
+) -> None:
+    seen = 0
+    answers = []
+    for _ in range(5):
+        served.land_file()
+        committed = served.committed_batches()
+        live = counts(served.server)[APP_ID]
+        answers.append(live)
+        assert live % ROWS_PER_FILE == 0, f"part of a batch: {live}"
+        assert live >= ROWS_PER_FILE * committed, f"stale: {live} rows, {committed} committed"
+        assert live <= ROWS_PER_FILE * served.files, f"{live} rows from {served.files} files"
+        assert live >= seen, f"went down: {answers}"
+        seen = live
+        assert served.stream.poll() is None, served.stream_log.read_text()[-3000:]
+    wait_until(lambda: served.committed_batches() == served.files, 600, "the last commit")
+    assert counts(served.server) == {APP_ID: ROWS_PER_FILE * served.files}
+    assert answers[-1] > answers[0] > 0, f"the answers did not grow: {answers}"
+    print(f"beeline counts while the stream committed: {answers}")
+
+
+def test_ctrl_c_stops_the_server_cleanly(served: Served) -> None:
+    with LakehouseServer(served.root) as server:
+        url = re.escape(server.url)
+        serving = re.compile(rf"^serving \d+ table\(s\) at {url} \(read-only\)", re.MULTILINE)
+        wait_until(lambda: bool(serving.search(server.output())), 60, "the serving line")
+        assert server.stop(signal.SIGINT) == 0
+        output = server.output()
+    assert output.splitlines()[-1] == f"stopped serving {server.url}", output[-2000:]
+    assert "error" not in output.lower(), output[-2000:]
+    assert "Traceback" not in output
+    assert port_closed(server.port)
+
+
+def test_sigterm_stops_the_server_cleanly(served: Served) -> None:
+    """Last in the module: it stops the module's server."""
+    server = served.server
+    assert counts(server)[APP_ID] > 0
+    assert server.stop(signal.SIGTERM) == 0
+    output = server.output()
+    assert output.splitlines()[-1] == f"stopped serving {server.url}", output[-2000:]
+    assert "error" not in output.lower(), output[-2000:]
+    assert "Traceback" not in output
+    assert port_closed(server.port)
