@@ -14,6 +14,7 @@ import typer
 
 from ingest.cli import admin as cli_admin
 from ingest.cli import deploy as cli_deploy
+from ingest.cli import downstream as cli_downstream
 from ingest.cli import ingest_command as cli_ingest
 from ingest.cli.common import (
     EXIT_TERMINAL,
@@ -265,6 +266,8 @@ for command in (
     cli_admin.optimize,
     cli_admin.apps,
     cli_admin.reset_app,
+    cli_downstream.changes,
+    cli_downstream.enable_changes,
     cli_deploy.serve,
 ):
     app.command(name=command.__name__.replace("_", "-"))(command)
