@@ -10,8 +10,9 @@ and stops between batches on SIGINT or SIGTERM (`ingest.stopping`).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,7 @@ from ingest.decisions import is_checkpoint_lost
 from ingest.outcomes import assert_not_held, audit_after_commit, outcomes_of, recover_outcomes
 from ingest.sources.resume import read_batch_base, write_batch_base
 from ingest.stopping import StopRequest, StopRequested, stop_on_signals
+from ingest.timings import settled_timings
 from ingest.triggers import parse_trigger, start_query
 from quality.expectations import ExpectationGate
 from quality.quarantine import ensure_quarantine_table
@@ -42,6 +44,8 @@ if TYPE_CHECKING:
     from tables.spec import TableSpec
 
 BatchCallback = Callable[[BatchResult], None]
+#: Called with the batch id and the error when a stream batch fails (not when a stop skips it).
+FailureCallback = Callable[[int, BaseException], None]
 
 
 @dataclass
@@ -107,13 +111,16 @@ def run_pipeline(
     on_audit: Callable[[CheckResult], None] | None = None,
     quality_dir: Path | None = None,
     resume_from_log: bool = False,
+    on_settled: BatchCallback | None = None,
+    on_failed: FailureCallback | None = None,
 ) -> RunReport:
     """Run a pipeline until its trigger says stop (available-now) or until interrupted.
 
     `quality_dir` is where Great Expectations keeps its suites, validation results and Data
     Docs; without it, validations are not kept and no docs are built. With `resume_from_log`, a
     Kafka pipeline whose checkpoint is empty starts after the offsets its ledger records instead
-    of stopping with CheckpointLostError.
+    of stopping with CheckpointLostError. `on_settled` gets each batch once its audit is settled,
+    with its stage timings (`BatchResult.timings`); `on_failed` gets a batch that failed.
     """
     assert_pipeline_ready(pipeline, trigger)
     trigger_args = parse_trigger(trigger or pipeline.trigger)
@@ -154,6 +161,8 @@ def run_pipeline(
                     on_batch=on_batch,
                     on_audit=on_audit,
                     quality_dir=quality_dir,
+                    on_settled=on_settled,
+                    on_failed=on_failed,
                 )
             else:
                 _run_through_connect(
@@ -167,6 +176,7 @@ def run_pipeline(
                     on_batch=on_batch,
                     on_audit=on_audit,
                     quality_dir=quality_dir,
+                    on_settled=on_settled,
                 )
                 recover_outcomes(spark, spec, pipeline.app_id, outcomes)
         finally:
@@ -202,6 +212,8 @@ def _run_stream(
     on_batch: BatchCallback | None,
     on_audit: Callable[[CheckResult], None] | None,
     quality_dir: Path | None,
+    on_settled: BatchCallback | None = None,
+    on_failed: FailureCallback | None = None,
 ) -> None:
     """Run the stream until its trigger ends it, it fails, or a stop signal stops it."""
     source = pipeline.source
@@ -211,11 +223,13 @@ def _run_stream(
     failures: list[BaseException] = []
 
     def handle(batch: DataFrame, batch_id: int) -> None:
+        started = time.monotonic()
         try:
             with stop.batch(batch_id):
                 if report.results:  # Spark checkpointed the previous batch before this one
                     fault_point("after_checkpoint", report.results[-1].batch_id)
                 result = _commit_stream_batch(batch, batch_base + batch_id, pipeline, spec, gate)
+                committed, appended = time.monotonic(), outcomes.append_seconds
                 report.results.append(result)
                 if on_batch is not None:
                     on_batch(result)
@@ -224,8 +238,20 @@ def _run_stream(
                     report.audits.append(audit)
                     if on_audit is not None:
                         on_audit(audit)
+                timings = settled_timings(
+                    result.timings,
+                    started,
+                    committed,
+                    time.monotonic(),
+                    outcomes.append_seconds - appended,
+                )
+                report.results[-1] = replace(result, timings=timings)
+                if on_settled is not None:
+                    on_settled(report.results[-1])
         except BaseException as exc:
             failures.append(exc)
+            if on_failed is not None and not isinstance(exc, StopRequested):
+                on_failed(batch_base + batch_id, exc)
             raise
 
     stream = source.open_stream(spark, schema, starting_offsets=starting_offsets)
@@ -267,11 +293,13 @@ def _run_through_connect(
     on_batch: BatchCallback | None,
     on_audit: Callable[[CheckResult], None] | None,
     quality_dir: Path | None,
+    on_settled: BatchCallback | None = None,
 ) -> None:
     """Run the stream through a Spark Connect server (`ingest.remote`), reporting as it goes.
 
     The batches run in the server's Python worker; after the query ends, the outcomes it had not
-    appended yet are appended from the ledger (`recover_outcomes`).
+    appended yet are appended from the ledger (`recover_outcomes`). A batch read back from the
+    ledger is settled (its audit is in its entry) but carries no stage timings.
     """
     from ingest.remote import run_remote_stream
 
@@ -283,6 +311,8 @@ def _run_through_connect(
             report.audits.append(audit)
             if on_audit is not None:
                 on_audit(audit)
+        if on_settled is not None:
+            on_settled(result)
 
     stream = pipeline.source.open_stream(
         spark, spec.data_schema(spark), starting_offsets=starting_offsets

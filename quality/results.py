@@ -176,6 +176,8 @@ class ResultLog:
     _pending: list[tuple[int, list[CheckResult]]] = field(default_factory=list)
     _since: float | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    append_seconds: float = 0.0
+    """Seconds spent appending to `lakehouse_quality` so far (a batch's share is the growth)."""
 
     def add(self, batch_id: int, results: list[CheckResult]) -> None:
         """Buffer a batch's outcomes; append everything buffered when it is due."""
@@ -213,7 +215,9 @@ class ResultLog:
             return
         newest = max(batch for batch, _ in self._pending)
         results = [r for _, batch_results in self._pending for r in batch_results]
+        started = self.clock()
         record(self.spark, results, txn=(self.txn_app_id, newest))
+        self.append_seconds += self.clock() - started
         self._pending.clear()
         self._since = None
 

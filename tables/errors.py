@@ -116,6 +116,10 @@ class DuplicatesFoundError(TerminalError):
     """The post-commit audit found record keys twice under a `fail` policy: the table is held."""
 
 
+class ChangeFeedError(TerminalError):
+    """A table's change data feed is off, or holds no changes for the versions asked."""
+
+
 class CommitConflictError(TransientError):
     """Delta rejected the commit because a concurrent transaction won; retry after re-reading."""
 

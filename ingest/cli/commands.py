@@ -8,13 +8,14 @@ full traceback instead.
 
 from __future__ import annotations
 
-import signal
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from ingest.cli import admin as cli_admin
 from ingest.cli import deploy as cli_deploy
+from ingest.cli import downstream as cli_downstream
+from ingest.cli import ingest_command as cli_ingest
 from ingest.cli.common import (
     EXIT_TERMINAL,
     ConfigOption,
@@ -26,14 +27,12 @@ from ingest.cli.common import (
 )
 from ingest.cli.common import remote as common_remote
 from ingest.cli.output import OutputFormat, render
-from ingest.config import assert_pipeline_ready, load_config
-from ingest.stopping import exit_code, quiet_py4j
+from ingest.config import load_config
+from ingest.stopping import quiet_py4j
 from tables.errors import ConfigError, QueryError, error_summary
 
 if TYPE_CHECKING:
-    from ingest.commit import BatchResult
-    from ingest.runner import RunReport
-    from quality.results import CheckResult
+    pass
 
 app = typer.Typer(
     help="Land streams in Delta Lake tables exactly once, and operate those tables.",
@@ -66,118 +65,7 @@ def _main(
     quiet_py4j()
 
 
-@app.command()
-@handle_errors
-def ingest(
-    pipeline: Annotated[
-        str | None, typer.Argument(help="Pipeline name (optional when only one is declared).")
-    ] = None,
-    trigger: Annotated[
-        str | None,
-        typer.Option(
-            help="Override the trigger: 'available-now' or an interval like '30 seconds'."
-        ),
-    ] = None,
-    resume_from_log: Annotated[
-        bool,
-        typer.Option(
-            "--resume-from-log",
-            help="Kafka only: if the checkpoint is lost, start after the offsets the log records.",
-        ),
-    ] = False,
-    config: ConfigOption = None,
-) -> None:
-    """Run a pipeline: land new records of its source in its table, exactly once.
-
-    With the available-now trigger (the default, for scheduled jobs) it processes what is there
-    and stops; with an interval it runs until interrupted. Batches the table already holds are
-    reported as skipped. A Kafka pipeline whose checkpoint was lost can go on from the offset
-    ranges the table's ledger records (--resume-from-log), with no gap and no duplicate.
-    """
-    from ingest.runner import run_pipeline
-    from tables.identifiers import validate_pipeline_name
-
-    if pipeline is not None:
-        validate_pipeline_name(pipeline)
-    cfg = load_config(config)
-    spec_pipeline = cfg.pipeline(pipeline)
-    spec = cfg.table(spec_pipeline.table)
-    assert_pipeline_ready(spec_pipeline, trigger)
-    spark = spark_for(cfg)
-
-    def show(result: BatchResult) -> None:
-        if result.status != "committed":
-            where = f"version {result.version}; " if result.version is not None else ""
-            err.print(f"batch {result.batch_id}: {result.status} ({where}{result.note})")
-            return
-        err.print(
-            f"batch {result.batch_id}: committed (read {result.rows_read}, inserted"
-            f" {result.rows_inserted}, already present {result.rows_already_present},"
-            f" duplicates in batch {result.rows_duplicate_in_batch},"
-            f" quarantined {result.rows_quarantined}, version {result.version}"
-            + (f"; {result.note}" if result.note else "")
-            + ")"
-        )
-
-    def warn(audit: CheckResult) -> None:
-        samples = ", ".join(audit.sample_keys)
-        if audit.status == "repaired":
-            err.print(
-                f"batch {audit.batch_id}: later copies of {audit.failing_keys} record key(s) "
-                f"deleted from {audit.table} in a repair commit (e.g. {samples})"
-            )
-        elif audit.status == "failed" and audit.check.startswith("expect:"):
-            err.print(
-                f"batch {audit.batch_id}: {audit.check} failed for {audit.failing_keys} of "
-                f"{audit.checked_keys} rows ({audit.action}; e.g. {samples})"
-            )
-        elif audit.status == "failed":
-            err.print(
-                f"audit of batch {audit.batch_id}: {audit.failing_keys} record key(s) appear more "
-                f"than once in {audit.table} (e.g. {samples})"
-            )
-
-    with err.status(f"ingesting {spec_pipeline.name} into {spec.name}…"):
-        report = run_pipeline(
-            spark,
-            spec_pipeline,
-            spec,
-            trigger=trigger,
-            on_batch=show,
-            on_audit=warn,
-            quality_dir=cfg.home / "gx",
-            resume_from_log=resume_from_log,
-        )
-    if report.finished_reset:
-        err.print(f"{report.finished_reset}; finished it before the run")
-    if report.removed_temp_files:
-        err.print(
-            f"checkpoint {spec_pipeline.checkpoint}: removed {len(report.removed_temp_files)} temp "
-            f"file(s) a killed run left ({', '.join(report.removed_temp_files)})"
-        )
-    emit(
-        f"{report.pipeline}: {len(report.results)} batches "
-        f"({report.count('committed')} committed, {report.count('skipped')} skipped, "
-        f"{report.count('empty')} empty), {report.rows_inserted} rows inserted, "
-        f"{report.rows_quarantined} quarantined into {report.quarantine_table}, "
-        f"{len(report.failed_audits)} failed check(s)"
-    )
-    if report.docs_url:
-        emit(f"data docs: {report.docs_url}")
-    if report.stopped_by is not None:
-        err.print(stop_line(report))
-        raise typer.Exit(exit_code(report.stopped_by))
-
-
-def stop_line(report: RunReport) -> str:
-    """The one line a run stopped by a signal prints: where it stopped and where it goes on."""
-    name = signal.Signals(report.stopped_by or signal.SIGINT).name
-    last = max((r.batch_id for r in report.results), default=None)
-    done = f"after batch {last}" if last is not None else "before its first batch"
-    return (
-        f"{report.pipeline}: stopped by {name} between batches, {done}; "
-        "the next run goes on from there"
-    )
+app.command()(cli_ingest.ingest)
 
 
 @app.command()
@@ -378,6 +266,8 @@ for command in (
     cli_admin.optimize,
     cli_admin.apps,
     cli_admin.reset_app,
+    cli_downstream.changes,
+    cli_downstream.enable_changes,
     cli_deploy.serve,
 ):
     app.command(name=command.__name__.replace("_", "-"))(command)

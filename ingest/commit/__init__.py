@@ -51,6 +51,7 @@ from ingest.commit.result import BatchStatus as BatchStatus
 from ingest.commit.result import result_from_entry as result_from_entry
 from ingest.commit.skip import skip_committed
 from ingest.decisions import decide_batch, dedup_condition, dedup_scope, should_append
+from ingest.timings import Stopwatch
 from quality.audit import audit_before_commit
 from quality.expectations import should_stop, stop_message
 from quality.fates import landed_columns
@@ -109,7 +110,9 @@ def commit_batch(
     if action == "skip":
         return skip_committed(spark, spec, app_id, batch_id, batch, schema, committed, source)
 
-    prepared = prepare_batch(spark, spec, schema, batch, raw_format, reader_options, gate)
+    watch = Stopwatch()
+    with watch.stage("prepare"):
+        prepared = prepare_batch(spark, spec, schema, batch, raw_format, reader_options, gate)
     try:
         stats = prepared.stats
         if prepared.gate is not None and should_stop(prepared.gate):
@@ -119,7 +122,8 @@ def commit_batch(
         landable = rows.filter(landable_rows())
         window = time_window(spec, schema, stats)
         scope = dedup_scope(spec.dedup, app_id, batch_id, window)
-        with naming_damaged_log(spec.name):  # the first read of the table's state
+        # The first read of the table's state.
+        with naming_damaged_log(spec.name), watch.stage("audit"):
             audit = audit_before_commit(
                 spark,
                 spec,
@@ -146,16 +150,21 @@ def commit_batch(
             audit=audit_entry(audit, read.version),
         )
         if stats.rows_rejected:
-            ensure_quarantine_table(spark, spec)
-            rejected = rows.filter(F.col(REASON_COLUMN).isNotNull())
-            write_quarantine(with_raw_record(rejected, schema), spec, app_id, batch_id, ingested_at)
+            with watch.stage("quarantine"):
+                ensure_quarantine_table(spark, spec)
+                rejected = rows.filter(F.col(REASON_COLUMN).isNotNull())
+                write_quarantine(
+                    with_raw_record(rejected, schema), spec, app_id, batch_id, ingested_at
+                )
         merge_source = with_lineage(
             landable.select(*landed_columns(schema, rows)), app_id, batch_id, ingested_at
         )
         condition = dedup_condition(spec.dedup, spec.keys, app_id, batch_id, window)
-        result = write_with_retries(
-            spark, spec, meta, merge_source, condition, max_attempts, append=append
-        )
+        with watch.stage("write"):
+            result = write_with_retries(
+                spark, spec, meta, merge_source, condition, max_attempts, append=append
+            )
+        result = replace(result, timings=dict(watch.seconds))
         if result.status != "committed":
             return result
         if stats.rows == 0:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from quality.results import CheckResult
@@ -36,6 +36,11 @@ class BatchResult:
     """The table version the commit read its marker from and audited its keys on."""
     audit: CheckResult | None = None
     """The duplicate audit decided before the commit (final if no commit landed in between)."""
+    timings: Mapping[str, float] = field(default_factory=dict)
+    """Seconds per stage: the commit's (`prepare`, `audit`, `quarantine`, `write`), then the
+    stream runner's (`commit`, `audit_settle`, `outcomes_append`, `batch`); `ingest.timings`."""
+    source: Mapping[str, Any] = field(default_factory=dict)
+    """The source record of the batch's ledger entry (its files, or Kafka offset ranges)."""
 
 
 def result_from_entry(
@@ -57,4 +62,5 @@ def result_from_entry(
         attempts=attempts,
         note=note,
         checks=entry.meta.checks,
+        source=entry.meta.source,
     )

@@ -10,7 +10,7 @@ source. docs/records.md describes what happens to each record.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, get_args
@@ -18,13 +18,14 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
+from ingest.sources.backlog import Backlog, files_pending
 from ingest.sources.file_options import TEXT_OPTIONS, reader_options
 from ingest.sources.fingerprint import files_fingerprint, with_fingerprint
 from quality.csv_records import csv_records
 from quality.records import CORRUPT_COLUMN, SOURCE_FILE_COLUMN, is_blank_line, json_records
 from tables.errors import ConfigError
 from tables.identifiers import file_of_recorded_path, literal_path, shorten
-from tables.storage import exists, recorded_location
+from tables.storage import exists, recorded_location, walk_files
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -150,6 +151,28 @@ class FileSource:
             for name in names
             if not exists(spark, recorded_location(name))
         ]
+
+    def backlog(self, spark: SparkSession, recorded: Sequence[Mapping[str, Any]]) -> Backlog:
+        """Files in the landing directory that no recorded batch read (hidden ones left out).
+
+        A file with no record in it is never named by a ledger entry, so it stays pending here
+        until the run ends: the count is what a progress bar needs, not an exact plan.
+        """
+        if not exists(spark, self.path):
+            return Backlog("files", None)
+        root = self.path.rstrip("/")
+        listed = [
+            name
+            for name in walk_files(spark, self.path)
+            if not _is_hidden(name[len(root) :] if name.startswith(root) else name)
+        ]
+        done = [name for record in recorded for name in recorded_files(record)]
+        return Backlog("files", files_pending(listed, done))
+
+
+def _is_hidden(relative: str) -> bool:
+    """True if a path below the landing directory has a part Spark's file source skips."""
+    return any(part.startswith((".", "_")) for part in relative.split("/") if part)
 
 
 def recorded_files(recorded: Mapping[str, Any]) -> list[str]:

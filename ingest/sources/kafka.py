@@ -14,15 +14,16 @@ Secrets: `options` are Kafka client settings (`security.protocol`, `sasl.jaas.co
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pyspark import StorageLevel
 
+from ingest.sources.backlog import Backlog, offsets_pending
 from ingest.sources.fingerprint import offsets_fingerprint, with_fingerprint
-from ingest.sources.kafka_admin import lost_ranges
+from ingest.sources.kafka_admin import available_offsets, lost_ranges
 from ingest.sources.kafka_read import (
     KAFKA_COLUMNS,
     METADATA_COLUMNS,
@@ -280,3 +281,15 @@ class KafkaSource:
     def missing(self, spark: SparkSession, recorded: Mapping[str, Any]) -> list[str]:
         """The recorded offset ranges Kafka no longer (or not yet) holds."""
         return lost_ranges(spark, self, checked_ranges(recorded_offsets(recorded) or {}))
+
+    def backlog(self, spark: SparkSession, recorded: Sequence[Mapping[str, Any]]) -> Backlog:
+        """Offsets of the topic past the recorded ranges (asked of the cluster once).
+
+        A pattern's topics are known only once the stream runs: its backlog is not known.
+        """
+        if self.topic is None:
+            return Backlog("offsets", None)
+        ranges = [r for record in recorded if (r := recorded_offsets(record)) is not None]
+        available = available_offsets(spark, self, [self.topic])
+        from_earliest = self.starting_offsets != "latest"
+        return Backlog("offsets", offsets_pending(ranges, available, from_earliest=from_earliest))

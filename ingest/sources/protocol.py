@@ -9,7 +9,7 @@ its ledger entry holds.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
+    from ingest.sources.backlog import Backlog
     from ingest.sources.resume import ResumePoint
     from tables.spec import TableSpec
 
@@ -77,6 +78,9 @@ class Source(Protocol):
 
     def missing(self, spark: SparkSession, recorded: Mapping[str, Any]) -> list[str]:
         """What of a recorded batch the source no longer holds, one description each."""
+
+    def backlog(self, spark: SparkSession, recorded: Sequence[Mapping[str, Any]]) -> Backlog:
+        """What the source holds beyond the recorded batches (files, or offsets), if known."""
 
 
 def recorded_source(recorded: Mapping[str, Any], configured: Source | None = None) -> Source | None:

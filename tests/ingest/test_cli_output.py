@@ -11,8 +11,8 @@ from pyspark.sql import SparkSession
 from typer.testing import CliRunner
 
 from ingest.cli import app
-from ingest.cli.commands import stop_line
 from ingest.cli.common import err
+from ingest.cli.ingest_command import stop_line
 from ingest.cli.output import OutputFormat, render
 from ingest.runner import RunReport
 from ingest.stopping import exit_code

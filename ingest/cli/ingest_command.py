@@ -1,0 +1,239 @@
+"""`lakehouse ingest`: run a pipeline, with one line per batch, a batch log, metrics, progress.
+
+Per batch: one line on stderr as it commits, one JSON line in `<home>/logs/batches.jsonl` once
+its audit settled (`ingest.observe.batch_log`), and with `--metrics-port` Prometheus counters on
+127.0.0.1 (`ingest.observe.metrics`). An available-now run on a terminal draws its backlog as a
+progress bar (`ingest.observe.progress`); elsewhere it prints nothing more than its lines.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable
+from contextlib import ExitStack
+from typing import TYPE_CHECKING, Annotated, Protocol
+
+import typer
+
+from ingest.cli.common import ConfigOption, emit, err, handle_errors, spark_for
+from ingest.config import assert_pipeline_ready, load_config
+from ingest.stopping import exit_code
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from ingest.commit import BatchResult
+    from ingest.config import PipelineSpec
+    from ingest.observe.metrics import BatchMetrics
+    from ingest.runner import RunReport
+    from quality.results import CheckResult
+    from tables.spec import TableSpec
+
+
+class BatchObserver(Protocol):
+    """What watches a run's batches: the batch log, the metrics, the progress bar."""
+
+    def settled(self, result: BatchResult) -> None:
+        """A batch whose audit settled."""
+
+    def failed(self, batch_id: int, error: BaseException) -> None:
+        """A batch that failed."""
+
+
+class Observers:
+    """Hands each batch to every observer; one that fails is reported once and never fails it."""
+
+    def __init__(self) -> None:
+        self.observers: list[BatchObserver] = []
+        self._broken: set[int] = set()
+
+    def settled(self, result: BatchResult) -> None:
+        """Tell every observer of a settled batch."""
+        for observer in self.observers:
+            self._call(observer, lambda o: o.settled(result))
+
+    def failed(self, batch_id: int, error: BaseException) -> None:
+        """Tell every observer of a failed batch."""
+        for observer in self.observers:
+            self._call(observer, lambda o: o.failed(batch_id, error))
+
+    def _call(self, observer: BatchObserver, call: Callable[[BatchObserver], None]) -> None:
+        try:
+            call(observer)
+        except Exception as exc:
+            if id(observer) not in self._broken:
+                err.print(f"warning: {type(observer).__name__} failed ({exc}); going on")
+            self._broken.add(id(observer))
+
+
+@handle_errors
+def ingest(
+    pipeline: Annotated[
+        str | None, typer.Argument(help="Pipeline name (optional when only one is declared).")
+    ] = None,
+    trigger: Annotated[
+        str | None,
+        typer.Option(
+            help="Override the trigger: 'available-now' or an interval like '30 seconds'."
+        ),
+    ] = None,
+    resume_from_log: Annotated[
+        bool,
+        typer.Option(
+            "--resume-from-log",
+            help="Kafka only: if the checkpoint is lost, start after the offsets the log records.",
+        ),
+    ] = False,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            "--metrics-port",
+            min=0,
+            max=65535,
+            help="Serve Prometheus metrics on 127.0.0.1:PORT while the run lasts.",
+        ),
+    ] = None,
+    config: ConfigOption = None,
+) -> None:
+    """Run a pipeline: land new records of its source in its table, exactly once.
+
+    With the available-now trigger (the default, for scheduled jobs) it processes what is there
+    and stops; with an interval it runs until interrupted. Batches the table already holds are
+    reported as skipped. A Kafka pipeline whose checkpoint was lost can go on from the offset
+    ranges the table's ledger records (--resume-from-log), with no gap and no duplicate. Each
+    batch appends a JSON line to <home>/logs/batches.jsonl.
+    """
+    from ingest.observe.batch_log import BATCH_LOG, BatchLog
+    from ingest.runner import run_pipeline
+    from ingest.triggers import is_available_now
+    from tables.identifiers import validate_pipeline_name
+
+    if pipeline is not None:
+        validate_pipeline_name(pipeline)
+    cfg = load_config(config)
+    spec_pipeline = cfg.pipeline(pipeline)
+    spec = cfg.table(spec_pipeline.table)
+    assert_pipeline_ready(spec_pipeline, trigger)
+    spark = spark_for(cfg)
+    observers = Observers()
+    observers.observers.append(
+        BatchLog(cfg.home / BATCH_LOG, spec.name, spec_pipeline.app_id, spark=spark, warn=err.print)
+    )
+    description = f"ingesting {spec_pipeline.name} into {spec.name}"
+    with ExitStack() as stack:
+        if metrics_port is not None:
+            from ingest.observe.metrics import serving
+
+            metrics = _metrics(spark, spec_pipeline, spec)
+            err.print(f"metrics at {stack.enter_context(serving(metrics, metrics_port))}")
+            observers.observers.append(metrics)
+        if err.is_terminal and is_available_now(trigger or spec_pipeline.trigger):
+            from ingest.observe.progress import BacklogProgress, backlog_of
+
+            backlog = backlog_of(spark, spec_pipeline)
+            progress = BacklogProgress(err, description, backlog)
+            observers.observers.append(stack.enter_context(progress))
+        else:
+            stack.enter_context(err.status(f"{description}…"))
+        report = run_pipeline(
+            spark,
+            spec_pipeline,
+            spec,
+            trigger=trigger,
+            on_batch=_show,
+            on_audit=_warn,
+            quality_dir=cfg.home / "gx",
+            resume_from_log=resume_from_log,
+            on_settled=observers.settled,
+            on_failed=observers.failed,
+        )
+    if report.finished_reset:
+        err.print(f"{report.finished_reset}; finished it before the run")
+    if report.removed_temp_files:
+        err.print(
+            f"checkpoint {spec_pipeline.checkpoint}: removed {len(report.removed_temp_files)} temp "
+            f"file(s) a killed run left ({', '.join(report.removed_temp_files)})"
+        )
+    emit(
+        f"{report.pipeline}: {len(report.results)} batches "
+        f"({report.count('committed')} committed, {report.count('skipped')} skipped, "
+        f"{report.count('empty')} empty), {report.rows_inserted} rows inserted, "
+        f"{report.rows_quarantined} quarantined into {report.quarantine_table}, "
+        f"{len(report.failed_audits)} failed check(s)"
+    )
+    if report.docs_url:
+        emit(f"data docs: {report.docs_url}")
+    if report.stopped_by is not None:
+        err.print(stop_line(report))
+        raise typer.Exit(exit_code(report.stopped_by))
+
+
+def _metrics(spark: SparkSession, pipeline: PipelineSpec, spec: TableSpec) -> BatchMetrics:
+    """The run's metrics, their gauges set from the table as it is (one count of quarantine)."""
+    from pyspark.sql import functions as F
+
+    from ingest.observe.metrics import BatchMetrics
+    from tables.catalog import table_exists
+    from tables.log import committed_batch
+    from tables.spec import APP_ID_COLUMN
+
+    metrics = BatchMetrics(spec.name, pipeline.app_id)
+    last = (
+        committed_batch(spark, spec.name, pipeline.app_id)
+        if table_exists(spark, spec.name)
+        else None
+    )
+    quarantined = (
+        spark.table(spec.quarantine_name).where(F.col(APP_ID_COLUMN) == pipeline.app_id).count()
+        if table_exists(spark, spec.quarantine_name)
+        else 0
+    )
+    metrics.start(last, quarantined)
+    return metrics
+
+
+def _show(result: BatchResult) -> None:
+    """The one stderr line of a batch, as it commits."""
+    if result.status != "committed":
+        where = f"version {result.version}; " if result.version is not None else ""
+        err.print(f"batch {result.batch_id}: {result.status} ({where}{result.note})")
+        return
+    err.print(
+        f"batch {result.batch_id}: committed (read {result.rows_read}, inserted"
+        f" {result.rows_inserted}, already present {result.rows_already_present},"
+        f" duplicates in batch {result.rows_duplicate_in_batch},"
+        f" quarantined {result.rows_quarantined}, version {result.version}"
+        + (f"; {result.note}" if result.note else "")
+        + ")"
+    )
+
+
+def _warn(audit: CheckResult) -> None:
+    """The stderr line of a failed or repaired check."""
+    samples = ", ".join(audit.sample_keys)
+    if audit.status == "repaired":
+        err.print(
+            f"batch {audit.batch_id}: later copies of {audit.failing_keys} record key(s) "
+            f"deleted from {audit.table} in a repair commit (e.g. {samples})"
+        )
+    elif audit.status == "failed" and audit.check.startswith("expect:"):
+        err.print(
+            f"batch {audit.batch_id}: {audit.check} failed for {audit.failing_keys} of "
+            f"{audit.checked_keys} rows ({audit.action}; e.g. {samples})"
+        )
+    elif audit.status == "failed":
+        err.print(
+            f"audit of batch {audit.batch_id}: {audit.failing_keys} record key(s) appear more "
+            f"than once in {audit.table} (e.g. {samples})"
+        )
+
+
+def stop_line(report: RunReport) -> str:
+    """The one line a run stopped by a signal prints: where it stopped and where it goes on."""
+    name = signal.Signals(report.stopped_by or signal.SIGINT).name
+    last = max((r.batch_id for r in report.results), default=None)
+    done = f"after batch {last}" if last is not None else "before its first batch"
+    return (
+        f"{report.pipeline}: stopped by {name} between batches, {done}; "
+        "the next run goes on from there"
+    )
