@@ -191,8 +191,12 @@ def _assert_matches(spark: SparkSession, name: str, schema: StructType) -> None:
 
 
 def ensure_table(spark: SparkSession, spec: TableSpec) -> bool:
-    """Create the spec's target table if absent (idempotent); True if this call created it."""
-    return create_table(
+    """Create the spec's target table if absent (idempotent); True if this call created it.
+
+    On a shared metastore the table's ledger view is created with it, once; the warehouse
+    catalog makes it in each session that registers the table (`tables.warehouse`).
+    """
+    created = create_table(
         spark,
         spec.name,
         spec.table_schema(spark),
@@ -200,6 +204,13 @@ def ensure_table(spark: SparkSession, spec: TableSpec) -> bool:
         properties=spec.table_properties(),
         addable=(RESCUED_COLUMN,),
     )
+    if created:
+        from tables.ledger_view import create_ledger_view
+        from tables.warehouse import is_warehouse_catalog
+
+        if not is_warehouse_catalog(spark):
+            create_ledger_view(spark, spec.name, replace=False)
+    return created
 
 
 def table_detail(spark: SparkSession, name: str) -> TableDetail:

@@ -138,14 +138,25 @@ def register(spark: SparkSession, name: str) -> bool:
 
 
 def register_all(spark: SparkSession) -> list[str]:
-    """Register every table of a local warehouse that the session does not know yet."""
+    """Register every table of a local warehouse that the session does not know yet.
+
+    Each table with a ledger gets its `<table>_ledger` view too (`tables.ledger_view`), so
+    analysts who query by name find the ledger beside the table.
+    """
     if not is_warehouse_catalog(spark):
         return []
     root = local_path(warehouse_dir(spark))
     if root is None:
         return []
+    from tables.ledger_view import create_ledger_view, ledger_view_name, should_have_ledger_view
+
     added = []
     for name in candidate_tables(root):
-        if not spark.catalog.tableExists(name) and register(spark, name):
+        known = spark.catalog.tableExists(name)
+        if not known and register(spark, name):
             added.append(name)
+            known = True
+        view = ledger_view_name(name)
+        if known and should_have_ledger_view(name) and not spark.catalog.tableExists(view):
+            create_ledger_view(spark, name, table_location(warehouse_dir(spark), name))
     return added
