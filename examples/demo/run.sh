@@ -32,3 +32,6 @@ lakehouse sql "SELECT _lh_batch_id AS batch, _lh_reason AS reason, _lh_raw AS ra
 
 step "8. Quality outcomes per batch: the duplicate audit and each expectation (lakehouse_quality)"
 lakehouse quality events
+
+step "9. Prove exactly-once from the log and the tables alone"
+lakehouse verify events

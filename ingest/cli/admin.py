@@ -1,4 +1,4 @@
-"""Operator commands: replay, vacuum, optimize, apps, reset-app.
+"""Operator commands: replay, vacuum, optimize, apps, reset-app, verify.
 
 Each validates its names before Spark starts, asks before anything that deletes rows or files
 beyond the safe defaults (`--yes` answers for scripts), and reports what it did.
@@ -11,7 +11,15 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from ingest.cli.common import ConfigOption, FormatOption, emit, err, handle_errors, spark_for
+from ingest.cli.common import (
+    EXIT_TERMINAL,
+    ConfigOption,
+    FormatOption,
+    emit,
+    err,
+    handle_errors,
+    spark_for,
+)
 from ingest.cli.output import OutputFormat, render
 from ingest.config import load_config
 from tables.identifiers import validate_app_id, validate_column_name, validate_table_name
@@ -247,3 +255,44 @@ def reset_app(
         f"{table}: marker of {app_id} moved from {current} to {to_batch} (version {version}); "
         f"its quarantine and audit markers are at {to_batch} too"
     )
+
+
+@handle_errors
+def verify(
+    table: Annotated[str, typer.Argument(help="Table declared in the config.")],
+    app_id: Annotated[
+        str | None, typer.Option("--app-id", help="Check this app id only (default: all).")
+    ] = None,
+    format: FormatOption = OutputFormat.table,
+    config: ConfigOption = None,
+) -> None:
+    """Prove exactly-once from the table's log and tables alone; exit 1 on any finding.
+
+    Checks that each app id's ledger has no gap up to its marker, that each batch's counts add
+    up and the table and quarantine hold exactly its rows, that no commit changed data outside
+    the ledger, that no record key appears twice, and that the quarantine and audit markers
+    agree with the target's. Reads only: nothing is written.
+    """
+    from ingest.admin.verify import verify_table
+
+    validate_table_name(table)
+    if app_id is not None:
+        validate_app_id(app_id)
+    cfg = load_config(config)
+    spec = cfg.table(table)
+    spark = spark_for(cfg)
+    with err.status(f"verifying {table} from its log and tables…"):
+        verdict = verify_table(spark, spec, app_id)
+    for note in verdict.notes:
+        err.print(f"note: {note}", markup=False, soft_wrap=True)
+    if verdict.findings:
+        emit(render([f.as_row() for f in verdict.findings], format, title=f"findings in {table}"))
+    summary = (
+        f"{table}: {verdict.apps} app id(s), {verdict.batches} batch(es) checked, "
+        f"{len(verdict.findings)} finding(s)"
+    )
+    if verdict.passed:
+        err.print(f"{summary}: exactly once holds", markup=False, soft_wrap=True)
+        return
+    err.print(f"{summary}: FAILED", markup=False, soft_wrap=True)
+    raise typer.Exit(EXIT_TERMINAL)

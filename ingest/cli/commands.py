@@ -266,6 +266,7 @@ for command in (
     cli_admin.optimize,
     cli_admin.apps,
     cli_admin.reset_app,
+    cli_admin.verify,
     cli_downstream.changes,
     cli_downstream.enable_changes,
     cli_deploy.serve,

@@ -1,0 +1,343 @@
+"""`lakehouse verify`: exactly-once proven from the log and the tables alone.
+
+Nothing here trusts a checkpoint or a process: it reads what the table's Delta log committed (the
+markers, the ledger entries, every commit's operation) and what the target, quarantine and
+quality tables hold, and checks them against each other:
+
+- per app id, the ledger's batch ids have no gap up to the marker (a forward `reset-app` covers
+  the batches it skipped);
+- each batch reconciles: its ledger counts add up, the table holds exactly the rows it inserted
+  and the quarantine exactly the rows it rejected (per app once admin commits rewrote batches);
+- no commit changed data outside the ledger (a `DELETE` or `INSERT` run by hand);
+- no record key appears twice (the full audit);
+- the quarantine and audit markers agree with the target's.
+
+Each decision is a small pure function over what was read; `verify_table` does the reading.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from quality.audit import audit_table
+from quality.markers import batch_markers
+from tables.catalog import require_table, table_exists
+from tables.log import LedgerEntry, committed_batches, history_rows, read_ledger
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from tables.spec import TableSpec
+
+FindingKind = Literal[
+    "ledger_gap",
+    "unreconciled",
+    "table_rows",
+    "quarantine_rows",
+    "outside_ledger",
+    "duplicate_keys",
+    "marker",
+]
+#: Operations that change no row: a commit of these without a ledger entry is no finding.
+_NO_DATA_CHANGE = frozenset(
+    {
+        "CREATE TABLE",
+        "CREATE OR REPLACE TABLE",
+        "OPTIMIZE",
+        "VACUUM START",
+        "VACUUM END",
+        "SET TBLPROPERTIES",
+        "UNSET TBLPROPERTIES",
+        "ADD COLUMNS",
+        "CHANGE COLUMN",
+        "UPGRADE PROTOCOL",
+        "SET TRANSACTION",
+        "MANUAL UPDATE",
+    }
+)
+_ROW_KINDS = ("batch", "replay", "replace")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing the log and the tables disagree on, with where it is."""
+
+    kind: FindingKind
+    detail: str
+    app_id: str | None = None
+    batch_id: int | None = None
+
+    def as_row(self) -> dict[str, Any]:
+        """Flatten for display and export."""
+        return {
+            "finding": self.kind,
+            "app_id": self.app_id,
+            "batch_id": self.batch_id,
+            "detail": self.detail,
+        }
+
+
+@dataclass
+class Verdict:
+    """What `verify` found for one table: findings fail it, notes only inform."""
+
+    table: str
+    apps: int = 0
+    batches: int = 0
+    findings: list[Finding] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        """True when nothing disagrees."""
+        return not self.findings
+
+
+def ledger_gaps(marker: int, batch_ids: Iterable[int], reset_to: Iterable[int]) -> list[int]:
+    """Batch ids from 0 to the marker that no batch entry records and no forward reset skipped."""
+    covered = set(batch_ids)
+    skipped_to = max(reset_to, default=-1)
+    return [b for b in range(marker + 1) if b not in covered and b > skipped_to]
+
+
+def is_reconciled(entry: LedgerEntry) -> bool:
+    """True if a batch entry's counts add up: read = inserted + present + copies + quarantined."""
+    return entry.rows_already_present >= 0 and entry.rows_duplicate_in_batch >= 0
+
+
+def is_outside_ledger(operation: str, user_metadata: str | None) -> bool:
+    """True for a commit that may change rows but carries no ledger entry."""
+    return not user_metadata and operation.upper() not in _NO_DATA_CHANGE
+
+
+def marker_findings(
+    app_id: str, target: int, quarantine: int | None, audit: int | None, rejecting: set[int]
+) -> tuple[list[Finding], list[str]]:
+    """Check an app's quarantine and audit markers against its target marker.
+
+    The quarantine append runs before the write and only for batches with rejected rows, so its
+    marker is at most one above the target's (a crash between the two, finished by the next
+    run) and, when not above, names a batch that rejected rows. Outcomes are appended in bulk,
+    so the audit marker may lag the target's (the next run appends the rest), never lead it.
+    """
+    findings: list[Finding] = []
+    notes: list[str] = []
+    if quarantine is not None:
+        if quarantine > target + 1:
+            findings.append(
+                Finding(
+                    "marker",
+                    f"the quarantine marker is {quarantine}, above the target's {target} + 1",
+                    app_id,
+                    quarantine,
+                )
+            )
+        elif quarantine == target + 1:
+            notes.append(
+                f"{app_id}: batch {quarantine}'s rejected rows are in quarantine and its write is "
+                "not: the next run of the pipeline completes it"
+            )
+        elif quarantine not in rejecting:
+            findings.append(
+                Finding(
+                    "marker",
+                    f"the quarantine marker names batch {quarantine}, whose ledger entry "
+                    "rejected no row",
+                    app_id,
+                    quarantine,
+                )
+            )
+    if audit is not None and audit > target:
+        findings.append(
+            Finding(
+                "marker",
+                f"the audit record's marker is {audit}, above the target's {target}",
+                app_id,
+                audit,
+            )
+        )
+    elif (audit if audit is not None else -1) < target:
+        notes.append(
+            f"{app_id}: outcomes of batches after {audit if audit is not None else 'none'} are "
+            f"in the ledger, not yet in lakehouse_quality (the next run appends them)"
+        )
+    return findings, notes
+
+
+def row_findings(
+    entries: Sequence[LedgerEntry],
+    table_rows: Mapping[tuple[str, int], int],
+    quarantine_rows: Mapping[tuple[str, int], int],
+) -> list[Finding]:
+    """Per batch, the rows the table and quarantine hold against what its entries say landed.
+
+    Batches an admin commit rewrote (replay, replace, repair) are compared per app instead: a
+    replace deletes rows and a repair deletes copies across batches.
+    """
+    findings: list[Finding] = []
+    admin = {(e.meta.app_id, e.meta.batch_id) for e in entries if e.meta.kind != "batch"}
+    repaired = any(e.meta.kind == "repair" for e in entries)
+    latest: dict[tuple[str, int], LedgerEntry] = {}
+    for entry in sorted(entries, key=lambda e: e.version):
+        if entry.meta.kind == "batch":
+            latest[(entry.meta.app_id, entry.meta.batch_id)] = entry
+    for (app_id, batch_id), entry in sorted(latest.items()):
+        if (app_id, batch_id) in admin or repaired:
+            continue
+        held = table_rows.get((app_id, batch_id), 0)
+        if held != entry.rows_inserted:
+            findings.append(
+                Finding(
+                    "table_rows",
+                    f"the table holds {held} row(s) of the batch, its ledger entry inserted "
+                    f"{entry.rows_inserted}",
+                    app_id,
+                    batch_id,
+                )
+            )
+        rejected = quarantine_rows.get((app_id, batch_id), 0)
+        if rejected != entry.meta.rows_quarantined:
+            findings.append(
+                Finding(
+                    "quarantine_rows",
+                    f"the quarantine holds {rejected} row(s) of the batch, its ledger entry "
+                    f"rejected {entry.meta.rows_quarantined}",
+                    app_id,
+                    batch_id,
+                )
+            )
+    return findings
+
+
+def verify_table(spark: SparkSession, spec: TableSpec, app_id: str | None = None) -> Verdict:
+    """Read the log and the tables of `spec` and check them against each other."""
+    require_table(spark, spec.name)
+    verdict = Verdict(spec.name)
+    history = history_rows(spark, spec.name, None)
+    entries = read_ledger(spark, spec.name)
+    markers = committed_batches(spark, spec.name)
+    apps = sorted({app_id} if app_id is not None else set(markers))
+    verdict.apps = len(apps)
+    oldest = min((int(r["version"]) for r in history), default=0)
+    if oldest > 0:
+        verdict.notes.append(
+            f"the log keeps versions from {oldest} on: older batches are checked by their rows only"
+        )
+    for row in history:
+        if is_outside_ledger(str(row["operation"]), row.get("userMetadata")):
+            verdict.findings.append(
+                Finding(
+                    "outside_ledger",
+                    f"version {row['version']} ({row['operation']}) changed the table without a "
+                    "ledger entry",
+                )
+            )
+    table_rows = _rows_by_batch(spark, spec.name)
+    quarantine_rows = (
+        _rows_by_batch(spark, spec.quarantine_name)
+        if table_exists(spark, spec.quarantine_name)
+        else {}
+    )
+    for app in apps:
+        _verify_app(spark, spec, app, markers.get(app), entries, oldest, verdict)
+    verdict.findings.extend(
+        f
+        for f in row_findings(entries, table_rows, quarantine_rows)
+        if app_id is None or f.app_id == app_id
+    )
+    audit = audit_table(spark, spec)
+    if audit.status == "failed":
+        verdict.findings.append(
+            Finding(
+                "duplicate_keys",
+                f"{audit.failing_keys} record key(s) appear more than once, e.g. "
+                f"{', '.join(map(str, audit.sample_keys[:5]))}",
+            )
+        )
+    return verdict
+
+
+def _verify_app(
+    spark: SparkSession,
+    spec: TableSpec,
+    app_id: str,
+    marker: int | None,
+    entries: Sequence[LedgerEntry],
+    oldest: int,
+    verdict: Verdict,
+) -> None:
+    mine = [e for e in entries if e.meta.app_id == app_id]
+    batches = [e for e in mine if e.meta.kind == "batch"]
+    verdict.batches += len({e.meta.batch_id for e in batches})
+    if marker is None:
+        verdict.findings.append(
+            Finding("marker", "the ledger has entries but the table holds no marker", app_id)
+        )
+        return
+    resets = [e.meta.batch_id for e in mine if e.meta.kind == "reset"]
+    gaps = ledger_gaps(marker, (e.meta.batch_id for e in batches), resets)
+    if oldest > 0 and batches:
+        gaps = [b for b in gaps if b > min(e.meta.batch_id for e in batches)]
+    if gaps:
+        verdict.findings.append(
+            Finding(
+                "ledger_gap",
+                f"the marker is {marker} but no ledger entry records batch(es) {_ranges(gaps)}",
+                app_id,
+                gaps[0],
+            )
+        )
+    verdict.findings.extend(
+        Finding("unreconciled", _unreconciled(e), app_id, e.meta.batch_id)
+        for e in batches
+        if not is_reconciled(e)
+    )
+    _, quarantine, audit = batch_markers(spec.name, app_id)
+    found, notes = marker_findings(
+        app_id,
+        marker,
+        _marker(spark, quarantine.table, quarantine.txn_app_id),
+        _marker(spark, audit.table, audit.txn_app_id),
+        {e.meta.batch_id for e in batches if e.meta.rows_quarantined > 0},
+    )
+    verdict.findings.extend(found)
+    verdict.notes.extend(notes)
+
+
+def _marker(spark: SparkSession, table: str, txn_app_id: str) -> int | None:
+    if not table_exists(spark, table):
+        return None
+    return committed_batches(spark, table).get(txn_app_id)
+
+
+def _rows_by_batch(spark: SparkSession, table: str) -> dict[tuple[str, int], int]:
+    rows = spark.table(table).groupBy("_lh_app_id", "_lh_batch_id").count().collect()
+    counts: dict[tuple[str, int], int] = defaultdict(int)
+    for row in rows:
+        counts[(str(row[0]), int(row[1]))] += int(row[2])
+    return dict(counts)
+
+
+def _unreconciled(entry: LedgerEntry) -> str:
+    return (
+        f"read {entry.meta.rows_read} != inserted {entry.rows_inserted} + already present "
+        f"{entry.rows_already_present} + copies {entry.rows_duplicate_in_batch} + quarantined "
+        f"{entry.meta.rows_quarantined}"
+    )
+
+
+def _ranges(ids: Sequence[int]) -> str:
+    """`[0, 1, 2, 5]` -> `0-2, 5`."""
+    parts: list[str] = []
+    start = previous = ids[0]
+    for b in [*ids[1:], None]:
+        if b is not None and b == previous + 1:
+            previous = b
+            continue
+        parts.append(str(start) if start == previous else f"{start}-{previous}")
+        if b is not None:
+            start = previous = b
+    return ", ".join(parts)
