@@ -27,9 +27,14 @@ test: setup ## Fast tier: every test that starts no extra process (real Spark an
 	@$(PY) -m pytest -m "not slow" $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
-test-slow: setup ## Slow tier: child drivers, brokers, servers, clusters, the quick crash matrix
-	@$(PY) -m pytest -m slow $(PYTEST_ARGS); rc=$$?; \
-	if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests" >&2; exit 1; fi; exit $$rc
+# A Python process holds classic Spark sessions or Spark Connect ones, never both (PySpark picks
+# the mode per process), so the Connect tests run in a pytest process of their own.
+test-slow: setup ## Slow tier: child drivers, brokers, servers, clusters, Spark Connect, the quick crash matrix
+	@$(PY) -m pytest -m "slow and not connect" $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests" >&2; exit 1; fi; \
+	$(PY) -m pytest -m connect $(PYTEST_ARGS); rc2=$$?; \
+	if [ $$rc2 -eq 5 ]; then echo "error: pytest collected no Spark Connect tests" >&2; exit 1; fi; \
+	if [ $$rc -ne 0 ]; then exit $$rc; fi; exit $$rc2
 
 check: setup ## Lint (ruff) and type-check (mypy, strict on the packages)
 	$(VENV)/bin/ruff check tables quality ingest verify tests examples bench

@@ -26,7 +26,15 @@ def lakehouse_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def spark(lakehouse_home: Path) -> Iterator[SparkSession]:
     """One local[2] Spark session with Delta, Kafka and the warehouse catalog; UI off."""
+    from pyspark.sql.utils import is_remote
+
     from tables.session import get_spark
+
+    if is_remote():
+        pytest.fail(
+            "this process already runs Spark Connect sessions, and PySpark allows one mode per "
+            "process: run the Spark Connect tests on their own (`pytest -m connect`)"
+        )
 
     os.environ.setdefault("LAKEHOUSE_SPARK_MASTER", "local[2]")
     session = get_spark(

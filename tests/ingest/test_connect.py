@@ -80,6 +80,18 @@ def connect_server(home: Path, fault: str | None = None) -> Iterator[Server]:
         process.stop()
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _own_process() -> None:
+    """PySpark runs a process in classic or Connect mode, never both: refuse a mixed run."""
+    from pyspark import SparkContext
+
+    if SparkContext._active_spark_context is not None:
+        pytest.fail(
+            "a classic Spark session runs in this process: run the Spark Connect tests on "
+            "their own (`pytest -m connect`, as make test-slow does)"
+        )
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     with connect_server(tmp_path_factory.mktemp("connect-home")) as running:
