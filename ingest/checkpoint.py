@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from tables.errors import TerminalError
 from tables.jvm import is_classic
-from tables.storage import local_path, walk_files
+from tables.storage import child_names, local_path, walk_files
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -48,6 +48,12 @@ class CheckpointInUseError(TerminalError):
 def is_spark_temp_file(name: str) -> bool:
     """True for the temp file (or its .crc) Spark writes before renaming a log entry into place."""
     return _TEMP_FILE.fullmatch(name) is not None
+
+
+def last_committed_batch(spark: SparkSession, checkpoint: str) -> int:
+    """The newest batch id Spark's commit log holds (-1 for none): what a new run will not redo."""
+    names = child_names(spark, f"{checkpoint.rstrip('/')}/commits")
+    return max((int(n) for n in names if n.isdigit()), default=-1)
 
 
 def leftover_temp_files(spark: SparkSession, checkpoint: str) -> list[str]:

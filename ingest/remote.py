@@ -25,6 +25,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ingest.checkpoint import last_committed_batch
 from ingest.commit import BatchResult, BatchStatus, commit_batch, result_from_entry
 from ingest.outcomes import audit_after_commit
 from ingest.triggers import start_query
@@ -125,7 +126,9 @@ def run_remote_stream(
     quality_dir: Path | None,
 ) -> None:
     """Run the stream through the Connect server until it ends, fails, or a stop arrives."""
-    progress = Progress(datetime.now())
+    # Spark may report the checkpoint's last batch again before any new one runs: only batches
+    # above it are this run's to report.
+    progress = Progress(datetime.now(), last_committed_batch(spark, pipeline.checkpoint))
     handler = RemoteBatch(pipeline, spec, batch_base, quality_dir)
     query = start_query(stream, pipeline.app_id, pipeline.checkpoint, trigger_args, handler)
     try:

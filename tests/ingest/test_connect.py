@@ -24,7 +24,7 @@ from ingest.commit import commit_batch
 from ingest.config import PipelineSpec
 from ingest.runner import RunReport, run_pipeline
 from ingest.serve import ConnectServer, start_connect_server
-from ingest.sources import FileSource
+from ingest.sources import FileSource, KafkaSource
 from tables.catalog import ensure_table
 from tables.catalogs import CatalogSpec
 from tables.errors import BatchContentMismatchError, CheckpointLostError, ClassicOnlyError
@@ -33,6 +33,7 @@ from tables.jvm import is_classic
 from tables.log import admin_metadata, commit_markers, committed_batches, read_ledger
 from tables.session import connect_session
 from tables.spec import TableSpec
+from tests.support.kafka_broker import KafkaBroker
 from tests.support.processes import run_lakehouse
 from tests.support.projects import EVENTS, Pipeline, events, land, write_project
 
@@ -271,6 +272,48 @@ def test_two_streams_through_one_server_keep_their_markers_apart(
         for app in "xy"
     }
     assert by_app == {app: [(0, 4), (1, 4), (2, 4)] for app in "xy"}
+
+
+def produce(spark: SparkSession, bootstrap: str, topic: str, ids: list[str]) -> None:
+    """Write JSON events to a topic through the Connect server's Kafka connector."""
+    values = [(i, f'{{"event_id": "{i}", "user_id": "u", "amount": 1.0}}') for i in ids]
+    (
+        spark.createDataFrame(values, "key string, value string")
+        .write.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", topic)
+        .save()
+    )
+
+
+def test_a_kafka_stream_runs_through_the_server_exactly_once(
+    remote: SparkSession, tmp_path: Path
+) -> None:
+    """The broker's topic is created by the first write (auto-create) and read by the server."""
+    spec = make_table(remote, dedup="table")
+    with KafkaBroker(tmp_path / "kafka", config={"auto.create.topics.enable": "true"}) as broker:
+        produce(remote, broker.bootstrap, "events", [f"k{i}" for i in range(6)])
+        job = PipelineSpec(
+            name="kafka",
+            table=spec.name,
+            app_id="kafka",
+            source=KafkaSource(broker.bootstrap, topic="events", max_offsets_per_trigger=4),
+            trigger="available-now",
+            checkpoint=str(tmp_path / "checkpoints" / "kafka"),
+        )
+
+        first = run_pipeline(remote, job, spec)
+        again = run_pipeline(remote, job, spec)
+        produce(remote, broker.bootstrap, "events", ["k6", "k0"])  # k0 resent
+        later = run_pipeline(remote, job, spec)
+
+    assert [r.status for r in first.results] == ["committed", "committed"]
+    assert again.results == []
+    assert [(r.status, r.rows_inserted) for r in later.results] == [("committed", 1)]
+    assert keys_of(remote, spec.name) == sorted(f"k{i}" for i in range(7))
+    assert committed_batches(remote, spec.name) == {"kafka": 2}
+    ranges = [e.meta.source.get("offsets") for e in read_ledger(remote, spec.name)]
+    assert all(ranges), ranges
 
 
 def test_moving_a_marker_needs_a_classic_session_and_says_so(remote: SparkSession) -> None:

@@ -71,6 +71,10 @@ CLI_SLOTS: dict[tuple[str, str], Callable[[str], list[str]]] = {
     ("reset-app", "app_id"): lambda h: [
         *("reset-app", "--app-id", h, "--to-batch", "3", "--force", "--yes", "--", "events")
     ],
+    ("verify", "table"): lambda h: ["verify", "--", h],
+    ("changes", "table"): lambda h: ["changes", "--since", "0", "--", h],
+    ("enable-changes", "table"): lambda h: ["enable-changes", "--", h],
+    ("verify", "app_id"): lambda h: ["verify", "--app-id", h, "--", "events"],
 }
 #: Parameter names that carry an identifier; every one of them must have a slot above.
 IDENTIFIER_PARAMS = {"table", "pipeline", "app_id", "zorder_by", "column", "columns", "name"}
