@@ -77,6 +77,8 @@ def test_unreachable_jar_repository_is_one_clear_line(tmp_path: Path) -> None:
         "    print(exc)\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "PYSPARK_GATEWAY_PORT"}
+    # An empty JAR cache: a remembered Delta class path would spare the resolution altogether.
+    env["LAKEHOUSE_JAR_CACHE"] = str(tmp_path / "jar-cache")
     result = subprocess.run(
         [sys.executable, "-c", script],
         env=env,
