@@ -10,6 +10,8 @@ it is.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
 import re
 import shutil
@@ -93,6 +95,14 @@ def clone_session(spark: SparkSession) -> SparkSession:
 _REMOTE_URL = re.compile(r"sc://[A-Za-z0-9.\-]+:[0-9]{1,5}(?:/;[A-Za-z0-9_=;.\-]*)?")
 
 
+def close_connect_session(spark: SparkSession) -> None:
+    """Close a Spark Connect session's channel (nothing for a classic session), quietly."""
+    client = getattr(spark, "client", None)
+    if client is not None:
+        with contextlib.suppress(Exception):
+            client.close()
+
+
 def connect_session(url: str, home: Path | str | None = None) -> SparkSession:
     """A Spark Connect session on the server at `url` (`sc://HOST:PORT`), checked for its home.
 
@@ -117,6 +127,9 @@ def connect_session(url: str, home: Path | str | None = None) -> SparkSession:
             f"cannot reach the Spark Connect server at {url} ({first_line(exc)[:160]}); start one "
             "with `lakehouse serve`"
         ) from exc
+    # PySpark's client sends a clean-up call at interpreter exit and retries it for minutes when
+    # the server is gone; closing the channel first makes that call fail at once.
+    atexit.register(close_connect_session, spark)
     wanted = _resolve_home(home)
     if served is not None and Path(served) != wanted:
         raise SessionError(

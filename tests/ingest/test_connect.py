@@ -8,6 +8,7 @@ through public APIs, and the operations with none say so in one line.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import shutil
@@ -31,7 +32,7 @@ from tables.errors import BatchContentMismatchError, CheckpointLostError, Classi
 from tables.faults import ENV_VAR
 from tables.jvm import is_classic
 from tables.log import admin_metadata, commit_markers, committed_batches, read_ledger
-from tables.session import connect_session
+from tables.session import close_connect_session, connect_session
 from tables.spec import TableSpec
 from tests.support.kafka_broker import KafkaBroker
 from tests.support.processes import run_lakehouse
@@ -57,8 +58,10 @@ class Server:
     process: ConnectServer
 
     def session(self) -> SparkSession:
-        """A new client session (a server-side session of its own)."""
-        return SparkSession.builder.remote(self.url).create()
+        """A new client session (a server-side session of its own), closed with the server."""
+        session = SparkSession.builder.remote(self.url).create()
+        atexit.register(close_connect_session, session)
+        return session
 
 
 @contextlib.contextmanager
