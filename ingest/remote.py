@@ -26,8 +26,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ingest.checkpoint import last_committed_batch
-from ingest.commit import BatchResult, BatchStatus, commit_batch, result_from_entry
-from ingest.outcomes import audit_after_commit
+from ingest.commit import BatchResult, BatchStatus, result_from_entry
+from ingest.outcomes import audit_after_commit, outcomes_of
+from ingest.runner import commit_stream_batch
 from ingest.triggers import start_query
 from quality.expectations import ExpectationGate
 from quality.results import CheckResult, ResultLog, audit_from_entry
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
 _ERROR = re.compile(r"LAKEHOUSE_ERROR\[(\w+)\]: (.*?)(?:\n|$)")
 _POLL_SECONDS = 1
 _outcomes: dict[tuple[str, str], ResultLog] = {}
+_gates: dict[tuple[str, str], ExpectationGate | None] = {}
 
 
 def encode_error(exc: LakehouseError) -> str:
@@ -80,28 +82,19 @@ class RemoteBatch:
             raise RuntimeError(encode_error(exc)) from None
 
     def run(self, batch: DataFrame, batch_id: int) -> None:
-        """What the classic runner does for a batch, with the worker's own outcome buffer."""
+        """What the classic runner does for a batch, with the worker's own gate and buffer.
+
+        The worker keeps this function for the whole query, so the expectation gate and the
+        outcome buffer are made at its first batch, as the classic runner makes them per run.
+        """
         spark = batch.sparkSession
-        source = self.pipeline.source
-        gate = ExpectationGate(self.spec, self.quality_dir) if self.spec.expectations else None
-        with source.stream_batch(batch) as (rows, record):
-            result = commit_batch(
-                rows.sparkSession,
-                self.spec,
-                self.pipeline.app_id,
-                batch_id,
-                rows,
-                source=record,
-                raw_format=source.raw_format,
-                reader_options=source.reader_options,
-                gate=gate,
-                fail_on_rewind=True,
-            )
         key = (self.spec.name, self.pipeline.app_id)
         if key not in _outcomes:
-            from ingest.outcomes import outcomes_of
-
+            _gates[key] = (
+                ExpectationGate(self.spec, self.quality_dir) if self.spec.expectations else None
+            )
             _outcomes[key] = outcomes_of(spark, self.spec, self.pipeline.app_id)
+        result = commit_stream_batch(batch, batch_id, self.pipeline, self.spec, _gates[key])
         audit_after_commit(spark, self.spec, result, _outcomes[key])
 
 

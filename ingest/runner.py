@@ -228,7 +228,7 @@ def _run_stream(
             with stop.batch(batch_id):
                 if report.results:  # Spark checkpointed the previous batch before this one
                     fault_point("after_checkpoint", report.results[-1].batch_id)
-                result = _commit_stream_batch(batch, batch_base + batch_id, pipeline, spec, gate)
+                result = commit_stream_batch(batch, batch_base + batch_id, pipeline, spec, gate)
                 committed, appended = time.monotonic(), outcomes.append_seconds
                 report.results.append(result)
                 if on_batch is not None:
@@ -336,14 +336,17 @@ def _is_checkpointed(spark: SparkSession, checkpoint: str, batch_id: int) -> boo
     return exists(spark, f"{checkpoint.rstrip('/')}/commits/{batch_id}")
 
 
-def _commit_stream_batch(
+def commit_stream_batch(
     batch: DataFrame,
     batch_id: int,
     pipeline: PipelineSpec,
     spec: TableSpec,
     gate: ExpectationGate | None,
 ) -> BatchResult:
-    """Commit one micro-batch; a Kafka batch records its offset ranges in its ledger entry."""
+    """Commit one micro-batch of a pipeline's stream (also run in a Connect server's worker).
+
+    A Kafka batch records its offset ranges in its ledger entry, a file batch its files.
+    """
     source = pipeline.source
     with source.stream_batch(batch) as (rows, record):
         return commit_batch(
