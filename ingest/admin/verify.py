@@ -17,7 +17,6 @@ Each decision is a small pure function over what was read; `verify_table` does t
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -25,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from quality.audit import audit_table
 from quality.markers import batch_markers
 from tables.catalog import require_table, table_exists
-from tables.log import LedgerEntry, committed_batches, history_rows, read_ledger
+from tables.log import LedgerEntry, committed_batches, history_rows, ledger_entry_from_history
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -217,7 +216,7 @@ def verify_table(spark: SparkSession, spec: TableSpec, app_id: str | None = None
     require_table(spark, spec.name)
     verdict = Verdict(spec.name)
     history = history_rows(spark, spec.name, None)
-    entries = read_ledger(spark, spec.name)
+    entries = [e for e in map(ledger_entry_from_history, history) if e is not None]
     markers = committed_batches(spark, spec.name)
     apps = sorted({app_id} if app_id is not None else set(markers))
     verdict.apps = len(apps)
@@ -241,8 +240,10 @@ def verify_table(spark: SparkSession, spec: TableSpec, app_id: str | None = None
         if table_exists(spark, spec.quarantine_name)
         else {}
     )
+    # The quarantine's and the audit record's markers, each table's read once for every app.
+    other_markers = {m.table: _markers(spark, m.table) for m in batch_markers(spec.name, "")[1:]}
     for app in apps:
-        _verify_app(spark, spec, app, markers.get(app), entries, oldest, verdict)
+        _verify_app(spec, app, markers.get(app), entries, oldest, other_markers, verdict)
     verdict.findings.extend(
         f
         for f in row_findings(entries, table_rows, quarantine_rows)
@@ -261,12 +262,12 @@ def verify_table(spark: SparkSession, spec: TableSpec, app_id: str | None = None
 
 
 def _verify_app(
-    spark: SparkSession,
     spec: TableSpec,
     app_id: str,
     marker: int | None,
     entries: Sequence[LedgerEntry],
     oldest: int,
+    other_markers: Mapping[str, Mapping[str, int]],
     verdict: Verdict,
 ) -> None:
     mine = [e for e in entries if e.meta.app_id == app_id]
@@ -299,26 +300,21 @@ def _verify_app(
     found, notes = marker_findings(
         app_id,
         marker,
-        _marker(spark, quarantine.table, quarantine.txn_app_id),
-        _marker(spark, audit.table, audit.txn_app_id),
+        other_markers[quarantine.table].get(quarantine.txn_app_id),
+        other_markers[audit.table].get(audit.txn_app_id),
         {e.meta.batch_id for e in batches if e.meta.rows_quarantined > 0},
     )
     verdict.findings.extend(found)
     verdict.notes.extend(notes)
 
 
-def _marker(spark: SparkSession, table: str, txn_app_id: str) -> int | None:
-    if not table_exists(spark, table):
-        return None
-    return committed_batches(spark, table).get(txn_app_id)
+def _markers(spark: SparkSession, table: str) -> dict[str, int]:
+    return committed_batches(spark, table) if table_exists(spark, table) else {}
 
 
 def _rows_by_batch(spark: SparkSession, table: str) -> dict[tuple[str, int], int]:
     rows = spark.table(table).groupBy("_lh_app_id", "_lh_batch_id").count().collect()
-    counts: dict[tuple[str, int], int] = defaultdict(int)
-    for row in rows:
-        counts[(str(row[0]), int(row[1]))] += int(row[2])
-    return dict(counts)
+    return {(str(app), int(batch)): int(n) for app, batch, n in rows}
 
 
 def _unreconciled(entry: LedgerEntry) -> str:
