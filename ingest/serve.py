@@ -161,13 +161,13 @@ def connect_server_command(
 
     from tables.connectors import cached_delta_classpath
 
-    delta_driver_jars()  # resolves and remembers Delta's JARs if nothing is remembered yet
+    driver_jars = delta_driver_jars()  # resolves and remembers Delta's JARs if none are yet
     delta = [str(j) for j in cached_delta_classpath() or ()]
     settings = embedded_settings(
         home,
         catalog,
         kafka=True,
-        driver_classpath=delta_driver_jars(),
+        driver_classpath=driver_jars,
         extra_conf={
             "spark.connect.grpc.binding.address": host,
             "spark.connect.grpc.binding.port": str(port),

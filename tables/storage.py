@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 from tables.jvm import gateway, is_classic
@@ -72,15 +72,8 @@ def file_status(spark: SparkSession, location: str) -> tuple[int, int] | None:
         from tables.jvm import files
 
         return files.status(spark, location)
-    if not exists(spark, location):
-        return None
-    rows = (
-        spark.read.format("binaryFile")
-        .load(location)
-        .select("length", "modificationTime")
-        .collect()
-    )
-    if len(rows) != 1:
+    rows = _binary_files(spark, location, "length", "modificationTime")
+    if rows is None or len(rows) != 1:
         return None
     return int(rows[0]["length"]), int(rows[0]["modificationTime"].timestamp() * 1000)
 
@@ -99,10 +92,8 @@ def child_names(spark: SparkSession, directory: str) -> list[str]:
 
         entries = files.children(spark, directory)
         return sorted(uri.rstrip("/").rsplit("/", 1)[-1] for uri, _ in entries)
-    if not exists(spark, directory):
-        return []
     # Over Spark Connect, Spark's file listing: files only, hidden ones (`.x`, `_x`) left out.
-    paths = spark.read.format("binaryFile").load(directory).select("path").collect()
+    paths = _binary_files(spark, directory, "path") or []
     return sorted(str(row["path"]).rstrip("/").rsplit("/", 1)[-1] for row in paths)
 
 
@@ -160,3 +151,13 @@ def delete(spark: SparkSession, location: str) -> None:
     from tables.jvm import files
 
     files.delete(spark, location)
+
+
+def _binary_files(spark: SparkSession, location: str, *columns: str) -> list[Any] | None:
+    """Columns of Spark's `binaryFile` listing of `location` in one query; None if none there."""
+    try:
+        return spark.read.format("binaryFile").load(location).select(*columns).collect()
+    except Exception as exc:
+        if "PATH_NOT_FOUND" in str(exc):
+            return None
+        raise

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from urllib.parse import unquote, urlparse
 
 from ingest.sources.offsets import merge_ranges
+from tables.storage import local_path
 
 
 @dataclass(frozen=True)
@@ -25,10 +25,8 @@ class Backlog:
 
 def normal_path(name: str) -> str:
     """A file name as a comparable path: `file:/x`, `file:///x` and `/x` are one file."""
-    parsed = urlparse(name)
-    if parsed.scheme in ("", "file"):
-        return unquote(parsed.path) if parsed.scheme else name
-    return name
+    local = local_path(name)
+    return name if local is None else str(local)
 
 
 def files_pending(listed: Iterable[str], recorded: Iterable[str]) -> int:

@@ -55,4 +55,4 @@ def with_fingerprint(record: Mapping[str, Any], fingerprint: str | None) -> dict
 
 def _describe(spark: SparkSession, name: str) -> str | None:
     found = file_status(spark, recorded_location(name))
-    return None if found is None else f"{name}	{found[0]}	{found[1]}"
+    return None if found is None else f"{name}\t{found[0]}\t{found[1]}"
