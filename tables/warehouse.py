@@ -13,9 +13,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import unquote, urlparse
 
 from tables.identifiers import is_table_name, quote_identifier, sql_string_literal
+from tables.storage import local_path
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -44,14 +44,6 @@ def table_location(warehouse: str, name: str) -> str:
             return f"{warehouse}/{database.lower()}.db/{table.lower()}"
         name = table
     return f"{warehouse}/{name.lower()}"
-
-
-def local_path(location: str) -> Path | None:
-    """The local directory of a `file:` URI or a plain path; None for any other store."""
-    parsed = urlparse(location)
-    if parsed.scheme in ("", "file"):
-        return Path(unquote(parsed.path))
-    return None
 
 
 def candidate_tables(warehouse: Path) -> list[str]:
