@@ -133,11 +133,13 @@ def rejection_reason(
     raw_format: str | None = None,
     options: Mapping[str, str] | None = None,
     unknown_fields: str = "rescue",
+    sequence_by: str | None = None,
 ) -> Column:
     """A string column: why the row cannot land, judged from the row alone, or null if it can.
 
     `columns` are the columns present in the batch; the reader's fault, corrupt-record and
-    rescued columns are used when the reader provided them.
+    rescued columns are used when the reader provided them. An upsert table's `sequence_by`
+    column must hold a value: without one a version cannot be ordered against the others.
     """
     checks: list[tuple[Column, Column]] = []
     if FAULT_COLUMN in columns:
@@ -170,6 +172,16 @@ def rejection_reason(
                     ),
                 )
             )
+    if sequence_by is not None:
+        checks.append(
+            (
+                F.col(sequence_by).isNull(),
+                F.lit(
+                    f"missing sequence: {sequence_by} is null, so this version of the record "
+                    "cannot be ordered against others (the table's sequence_by)"
+                ),
+            )
+        )
     for column in schema.fields:
         if not column.nullable and column.name not in keys:
             checks.append(
@@ -225,6 +237,7 @@ def classify_rows(
     raw_format: str | None = None,
     options: Mapping[str, str] | None = None,
     unknown_fields: str = "rescue",
+    sequence_by: str | None = None,
 ) -> DataFrame:
     """Add the row-local reason, source and row-hash columns (no shuffle).
 
@@ -232,7 +245,9 @@ def classify_rows(
     """
     columns = batch.columns
     source = F.col(SOURCE_FILE_COLUMN) if SOURCE_FILE_COLUMN in columns else F.lit(None)
-    reason = rejection_reason(schema, keys, columns, raw_format, options, unknown_fields)
+    reason = rejection_reason(
+        schema, keys, columns, raw_format, options, unknown_fields, sequence_by
+    )
     return batch.select(
         *[F.col(c) for c in columns],
         reason.alias(REASON_COLUMN),
@@ -281,10 +296,15 @@ def classify(
     raw_format: str | None = None,
     options: Mapping[str, str] | None = None,
     unknown_fields: str = "rescue",
+    sequence_by: str | None = None,
 ) -> DataFrame:
-    """Classify every row of a batch: row-local reasons, then duplicates within the batch."""
-    rows = classify_rows(batch, schema, keys, raw_format, options, unknown_fields)
-    return mark_duplicates(rows, schema, keys)
+    """Classify every row of a batch: row-local reasons, then duplicates within the batch.
+
+    With `sequence_by` (an upsert table), versions of a key with different sequence values are
+    not duplicates: a copy or a conflict is a second row with the same key and sequence value.
+    """
+    rows = classify_rows(batch, schema, keys, raw_format, options, unknown_fields, sequence_by)
+    return mark_duplicates(rows, schema, keys if sequence_by is None else (*keys, sequence_by))
 
 
 def with_raw_record(rejected: DataFrame, schema: StructType) -> DataFrame:

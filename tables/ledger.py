@@ -13,6 +13,10 @@ from datetime import datetime
 from typing import Any, Literal
 
 LEDGER_FORMAT = 1
+#: What an upsert batch's entry counts before its MERGE: `superseded` versions of a key older than
+#: another version in the same batch, `after_tombstone` versions not newer than a delete already
+#: recorded for the key, and the MERGE's source rows: `upserts` and `deletes`.
+UPSERT_COUNTS = ("superseded", "after_tombstone", "upserts", "deletes")
 CommitKind = Literal["batch", "replay", "replace", "reset", "repair"]
 
 
@@ -31,16 +35,20 @@ class CommitMetadata:
     checks: tuple[Mapping[str, Any], ...] = ()
     audit: Mapping[str, Any] | None = None
     """The batch's duplicate audit, decided before the commit on the version it read (`as_of`)."""
+    upsert: Mapping[str, int] | None = None
+    """An upsert batch's counts known before its MERGE (`UPSERT_COUNTS`); None for an insert."""
 
     def to_json(self) -> str:
         """Serialise to the compact JSON stored in the commit."""
         payload = {"lakehouse": LEDGER_FORMAT, **asdict(self)}
         payload["source"] = dict(self.source)
         payload["checks"] = [dict(c) for c in self.checks]
-        if self.audit is None:
-            del payload["audit"]
-        else:
-            payload["audit"] = dict(self.audit)
+        for key in ("audit", "upsert"):
+            value = getattr(self, key)
+            if value is None:
+                del payload[key]
+            else:
+                payload[key] = dict(value)
         return json.dumps(payload, separators=(",", ":"), sort_keys=True)
 
     @staticmethod
@@ -65,6 +73,11 @@ class CommitMetadata:
             kind=payload.get("kind", "batch"),
             checks=tuple(dict(c) for c in payload.get("checks") or () if isinstance(c, dict)),
             audit=dict(payload["audit"]) if isinstance(payload.get("audit"), dict) else None,
+            upsert=(
+                {k: int(payload["upsert"].get(k, 0)) for k in UPSERT_COUNTS}
+                if isinstance(payload.get("upsert"), dict)
+                else None
+            ),
         )
 
 
@@ -82,13 +95,42 @@ class LedgerEntry:
 
     @property
     def rows_already_present(self) -> int:
-        """Rows of the batch the MERGE found in the table already (a replay, a retried write)."""
+        """Rows of the batch the MERGE found in the table already (a replay, a retried write).
+
+        An upsert finds rows on purpose: those are `rows_updated`, or ignored as older.
+        """
+        if self.meta.upsert is not None:
+            return 0
         return self.rows_merged - self.rows_inserted
 
     @property
     def rows_duplicate_in_batch(self) -> int:
-        """Valid rows dropped because another row of the same batch had the same record key."""
-        return self.meta.rows_read - self.meta.rows_quarantined - self.rows_merged
+        """Valid rows dropped because another row of the same batch had the same record key
+        (for an upsert: the same key and sequence value)."""
+        before_merge = 0
+        if self.meta.upsert is not None:
+            before_merge = self.meta.upsert["superseded"] + self.meta.upsert["after_tombstone"]
+        return self.meta.rows_read - self.meta.rows_quarantined - before_merge - self.rows_merged
+
+    @property
+    def rows_updated(self) -> int:
+        """Rows of an upsert that replaced an older version of their key."""
+        return int(self.metrics.get("numTargetRowsUpdated", "0"))
+
+    @property
+    def rows_deleted(self) -> int:
+        """Keys an upsert's delete rule removed (a repair's or replace's deletes for the others)."""
+        return int(self.metrics.get("numTargetRowsDeleted", "0"))
+
+    @property
+    def rows_ignored_older(self) -> int:
+        """Versions of an upsert that were not newer than the version the table held or the
+        batch also carried, and deletes that found no older version of their key to remove."""
+        counts = self.meta.upsert
+        if counts is None:
+            return 0
+        applied = self.rows_inserted + self.rows_updated + self.rows_deleted
+        return counts["superseded"] + counts["after_tombstone"] + self.rows_merged - applied
 
     def as_row(self) -> dict[str, Any]:
         """Flatten for display and export."""
@@ -100,6 +142,9 @@ class LedgerEntry:
             "rows_read": self.meta.rows_read,
             "rows_inserted": self.rows_inserted,
             "rows_already_present": self.rows_already_present,
+            "rows_updated": self.rows_updated,
+            "rows_deleted": self.rows_deleted,
+            "rows_ignored_older": self.rows_ignored_older,
             "rows_duplicate_in_batch": self.rows_duplicate_in_batch,
             "rows_quarantined": self.meta.rows_quarantined,
             "source": describe_source(self.meta.source),

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 LEDGER_VIEW_SUFFIX = "_ledger"
 #: Tables whose commits carry no ledger of their own: no view is made for them.
-_NOT_LEDGERED = ("_quarantine", LEDGER_VIEW_SUFFIX)
+_NOT_LEDGERED = ("_quarantine", "_tombstones", LEDGER_VIEW_SUFFIX)
 _QUALITY_TABLE = "lakehouse_quality"
 _COMMIT_INFO = (
     "commitInfo STRUCT<timestamp: BIGINT, operation: STRING, "
@@ -38,6 +38,9 @@ LEDGER_COLUMNS = (
     "rows_read",
     "rows_inserted",
     "rows_already_present",
+    "rows_updated",
+    "rows_deleted",
+    "rows_ignored_older",
     "rows_duplicate_in_batch",
     "rows_quarantined",
     "content_hash",
@@ -70,6 +73,14 @@ def ledger_view_sql(table: str, location: str, *, replace: bool = True) -> str:
     merged = f"coalesce(CAST({metric}['numSourceRows'] AS BIGINT), {inserted})"
     read = f"CAST(get_json_object({meta}, '$.rows_read') AS BIGINT)"
     quarantined = f"CAST(get_json_object({meta}, '$.rows_quarantined') AS BIGINT)"
+    updated = f"CAST(coalesce({metric}['numTargetRowsUpdated'], '0') AS BIGINT)"
+    deleted = f"CAST(coalesce({metric}['numTargetRowsDeleted'], '0') AS BIGINT)"
+    upsert = f"get_json_object({meta}, '$.upsert')"
+
+    def counted(name: str) -> str:
+        return f"coalesce(CAST(get_json_object({meta}, '$.upsert.{name}') AS BIGINT), 0)"
+
+    before_merge = f"{counted('superseded')} + {counted('after_tombstone')}"
     return f"""{create} {quote_identifier(ledger_view_name(table))} AS
 SELECT
   {sql_string_literal(table)} AS table_name,
@@ -81,8 +92,12 @@ SELECT
   get_json_object({meta}, '$.kind') AS kind,
   {read} AS rows_read,
   {inserted} AS rows_inserted,
-  {merged} - {inserted} AS rows_already_present,
-  {read} - {quarantined} - {merged} AS rows_duplicate_in_batch,
+  CASE WHEN {upsert} IS NULL THEN {merged} - {inserted} ELSE 0 END AS rows_already_present,
+  {updated} AS rows_updated,
+  {deleted} AS rows_deleted,
+  CASE WHEN {upsert} IS NULL THEN 0
+    ELSE {before_merge} + {merged} - {inserted} - {updated} - {deleted} END AS rows_ignored_older,
+  {read} - {quarantined} - ({before_merge}) - {merged} AS rows_duplicate_in_batch,
   {quarantined} AS rows_quarantined,
   get_json_object({meta}, '$.content_hash') AS content_hash,
   get_json_object({meta}, '$.audit.status') AS audit_status,

@@ -21,7 +21,14 @@ from tables.ddl_types import validate_type
 from tables.errors import ConfigError, KeyPath, first_line
 from tables.identifiers import case_collisions, shorten, validate_column_name, validate_table_name
 from tables.spec_rules import RESERVED_PREFIX as RESERVED_PREFIX
-from tables.spec_rules import check_column, check_types, not_in_schema, refusal, spark_type_names
+from tables.spec_rules import (
+    check_column,
+    check_types,
+    not_in_schema,
+    refusal,
+    spark_type_names,
+    validate_merge,
+)
 from tables.spec_rules import parse_interval as parse_interval
 
 if TYPE_CHECKING:
@@ -41,6 +48,11 @@ RESCUED_DDL = f"{RESCUED_COLUMN} STRING"
 
 TXN_RETENTION_PROPERTY = "delta.setTransactionRetentionDuration"
 DEFAULT_REPLAY_WINDOW = timedelta(days=7)
+
+#: How a batch's rows meet the table: `insert` lands each row whose record key is new within the
+#: dedup scope (a log of records); `upsert` keeps one row per record key, the newest version by
+#: `sequence_by`, and deletes a key whose newest version matches `delete_when` (SCD type 1).
+MergeMode = Literal["insert", "upsert"]
 
 #: Which existing rows a batch's rows are matched against by record key at MERGE time:
 #: `batch` only the same (app id, batch id): retries and replays; `table` every row, whatever
@@ -246,6 +258,9 @@ class TableSpec:
     expectations: tuple[ExpectationSpec, ...] = ()
     audit_policy: AuditPolicy = "warn"
     unknown_fields: UnknownFields = "rescue"
+    merge: MergeMode = "insert"
+    sequence_by: str | None = None
+    delete_when: str | None = None
     #: Where the spec was declared (`lakehouse.toml: tables.events`), for errors found later.
     origin: str | None = field(default=None, compare=False, repr=False)
 
@@ -263,6 +278,7 @@ class TableSpec:
                 raise refusal(owner, key, f"columns repeat: {', '.join(map(shorten, group))}")
         validate_txn_retention(self.properties, self.replay_window, owner)
         validate_dedup(self)
+        validate_merge(self)
         if self.audit_policy not in get_args(AuditPolicy):
             raise refusal(
                 owner,
@@ -305,6 +321,7 @@ class TableSpec:
             *(("keys", c) for c in self.keys),
             *(("partition_by", c) for c in self.partition_by),
             *(("dedup_column", c) for c in filter(None, [self.dedup_column])),
+            *(("sequence_by", c) for c in filter(None, [self.sequence_by])),
         ]
         for index, expectation in enumerate(self.expectations):
             if expectation.check != "column_exists":
@@ -327,6 +344,11 @@ class TableSpec:
     def quarantine_name(self) -> str:
         """The name of this table's quarantine table."""
         return quarantine_table_name(self.name)
+
+    @property
+    def tombstones_name(self) -> str:
+        """The name of this table's tombstone table (deleted keys of an upsert table)."""
+        return f"{self.name}_tombstones"
 
     @property
     def table_partitions(self) -> tuple[str, ...]:

@@ -32,6 +32,25 @@ _TIME_TYPES = frozenset({"TIMESTAMP", "TIMESTAMP_NTZ", "TIMESTAMP_LTZ", "DATE"})
 #: Types Delta cannot partition by, and types a MERGE cannot match keys on.
 _NESTED_TYPES = frozenset({"ARRAY", "MAP", "STRUCT", "VARIANT"})
 _UNMATCHABLE_TYPES = frozenset({"MAP", "VARIANT"})
+#: Types whose order is the order of versions: numbers and times (a string orders by its text).
+_SEQUENCE_TYPES = _TIME_TYPES | frozenset(
+    {
+        "TINYINT",
+        "BYTE",
+        "SMALLINT",
+        "SHORT",
+        "INT",
+        "INTEGER",
+        "BIGINT",
+        "LONG",
+        "DECIMAL",
+        "DEC",
+        "NUMERIC",
+        "FLOAT",
+        "REAL",
+        "DOUBLE",
+    }
+)
 
 
 def parse_interval(text: str, *, positive: bool = False) -> timedelta:
@@ -95,15 +114,19 @@ def not_in_schema(name: str, columns: Mapping[str, DdlColumn]) -> str:
 
 def check_types(owner: str, spec: TableSpec, columns: Mapping[str, DdlColumn]) -> None:
     """The type checks that need only a type's leading word: window, partition and key columns."""
-    if spec.dedup_column is not None:
-        kind = columns[spec.dedup_column].base_type
-        if kind not in _TIME_TYPES:
-            raise refusal(
-                owner,
-                "dedup_column",
-                f"{spec.dedup_column} is {kind or 'untyped'}; a window needs a timestamp or "
-                "date column",
-            )
+    typed = (
+        ("dedup_column", spec.dedup_column, _TIME_TYPES, "a window needs a timestamp or date"),
+        (
+            "sequence_by",
+            spec.sequence_by,
+            _SEQUENCE_TYPES,
+            "versions are ordered by a number, timestamp or date",
+        ),
+    )
+    for key, column, kinds, need in typed:
+        kind = columns[column].base_type if column is not None else None
+        if column is not None and kind not in kinds:
+            raise refusal(owner, key, f"{column} is {kind or 'untyped'}; {need} column")
     for column in spec.partition_by:
         if columns[column].base_type in _NESTED_TYPES:
             raise refusal(
@@ -112,3 +135,38 @@ def check_types(owner: str, spec: TableSpec, columns: Mapping[str, DdlColumn]) -
     for column in spec.keys:
         if columns[column].base_type in _UNMATCHABLE_TYPES:
             raise refusal(owner, "keys", f"{column} is a map or variant: keys must be comparable")
+
+
+def validate_merge(spec: TableSpec) -> None:
+    """Check the merge mode: `upsert` needs `sequence_by`; its keys apply to `upsert` only."""
+    owner = f"table {spec.name}"
+    if spec.merge not in ("insert", "upsert"):
+        raise refusal(owner, "merge", f"must be 'insert' or 'upsert', got {shorten(spec.merge)}")
+    if spec.merge == "insert":
+        for key in ("sequence_by", "delete_when"):
+            if getattr(spec, key) is not None:
+                raise refusal(owner, key, "applies to merge = 'upsert' only")
+        return
+    if spec.sequence_by is None:
+        raise refusal(
+            owner,
+            "sequence_by",
+            "merge = 'upsert' needs sequence_by, the column that orders the versions of a key",
+        )
+    check_column(owner, "sequence_by", spec.sequence_by)
+    if spec.sequence_by in spec.keys:
+        raise refusal(owner, "sequence_by", f"{spec.sequence_by} is a record key column")
+    if spec.dedup != "batch":
+        raise refusal(
+            owner, "dedup", "applies to merge = 'insert' only: an upsert matches every row by key"
+        )
+    if spec.audit_policy == "repair":
+        raise refusal(
+            owner,
+            "audit_policy",
+            "repair keeps a key's first-landed copy, not its newest version; an upsert table "
+            "holds one row per key (use warn or fail)",
+        )
+    rule = spec.delete_when
+    if rule is not None and (not isinstance(rule, str) or not rule.strip()):
+        raise refusal(owner, "delete_when", "is empty; give a SQL condition such as \"op = 'd'\"")

@@ -28,6 +28,7 @@ from ingest.commit import (
     time_window,
     with_lineage,
 )
+from ingest.commit.upsert import DELETE_COLUMN, plan_upsert, upsert_clauses, write_tombstones
 from ingest.decisions import batch_scope, dedup_condition
 from ingest.sources import Source, recorded_source
 from quality.fates import landed_columns
@@ -36,11 +37,12 @@ from tables.catalog import require_table
 from tables.errors import ConfigError, TerminalError
 from tables.faults import fault_point
 from tables.identifiers import validate_app_id
-from tables.log import LedgerEntry, admin_metadata, read_ledger
+from tables.log import LedgerEntry, admin_metadata, merge_into, read_ledger
 from tables.spec import APP_ID_COLUMN, BATCH_ID_COLUMN
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
     from quality.expectations import ExpectationGate
     from tables.spec import TableSpec
@@ -145,7 +147,18 @@ def replay_batch(
     dry_run: bool = False,
     gate: ExpectationGate | None = None,
 ) -> ReplayResult:
-    """Re-read one batch from its source and re-apply it (or measure it, if `dry_run`)."""
+    """Re-read one batch from its source and re-apply it (or measure it, if `dry_run`).
+
+    An upsert table's batch is re-applied through the upsert's own MERGE: a version still newer
+    than the table's lands again (a row deleted outside the pipeline comes back), others change
+    nothing. `--replace` has no meaning there (rows belong to the key's newest version, not to a
+    batch) and is refused.
+    """
+    if spec.merge == "upsert" and mode == "replace":
+        raise ConfigError(
+            f"table {spec.name} is an upsert table: its rows follow the newest version of each "
+            "key, not a batch, so --replace does not apply; replay without it re-applies versions"
+        )
     schema = spec.data_schema(spark)
     app_id = plan.entry.meta.app_id
     frame = plan.source.read_recorded(spark, schema, plan.recorded)
@@ -158,6 +171,8 @@ def replay_batch(
         rows = prepared.rows.filter(landable_rows()).select(*landed_columns(schema, prepared.rows))
         total = stats.rows - stats.rows_rejected - stats.rows_copies
         rejected = stats.rows_rejected
+        if spec.merge == "upsert":
+            return _apply_upsert(spark, spec, plan, schema, rows, total, rejected, dry_run)
         if dry_run:
             present = _rows_present(spark, spec, app_id, plan.batch_id, rows)
             return ReplayResult(
@@ -204,14 +219,6 @@ def _apply(
     fault_point("after_commit", batch_id)
     metrics = metrics or {}
     inserted = metrics.get("num_inserted_rows", 0)
-    entry = next(
-        (
-            e
-            for e in read_ledger(spark, spec.name, app_id=app_id, limit=16)
-            if e.meta.commit_token == meta.commit_token
-        ),
-        None,
-    )
     return ReplayResult(
         batch_id=batch_id,
         rows_source=total,
@@ -220,5 +227,84 @@ def _apply(
         rows_updated=metrics.get("num_updated_rows", 0),
         rows_deleted=metrics.get("num_deleted_rows", 0),
         rows_rejected=rejected,
-        version=entry.version if entry else None,
+        version=_version_of(spark, spec, app_id, meta.commit_token),
     )
+
+
+def _version_of(spark: SparkSession, spec: TableSpec, app_id: str, token: str) -> int | None:
+    """The version of the commit whose ledger entry carries `token` (None if not found)."""
+    entries = read_ledger(spark, spec.name, app_id=app_id, limit=16)
+    return next((e.version for e in entries if e.meta.commit_token == token), None)
+
+
+def _apply_upsert(
+    spark: SparkSession,
+    spec: TableSpec,
+    plan: ReplayPlan,
+    schema: StructType,
+    rows: DataFrame,
+    total: int,
+    rejected: int,
+    dry_run: bool,
+) -> ReplayResult:
+    """Re-apply an upsert batch's versions: the newest-wins MERGE, no txn markers."""
+    app_id, batch_id = plan.entry.meta.app_id, plan.batch_id
+    upsert = plan_upsert(spark, spec, schema, rows, total)
+    if dry_run:
+        inserted, updated, deleted = _upsert_effect(spark, spec, upsert.source)
+        return ReplayResult(
+            batch_id,
+            total,
+            inserted,
+            total - inserted - updated - deleted,
+            rows_updated=updated,
+            rows_deleted=deleted,
+            rows_rejected=rejected,
+            dry_run=True,
+        )
+    meta = replace(
+        admin_metadata(app_id, batch_id, "replay", dict(plan.entry.meta.source)),
+        rows_read=total + rejected,
+        rows_quarantined=rejected,
+        content_hash=plan.entry.meta.content_hash,
+        upsert=upsert.counts,
+    )
+    source = with_lineage(upsert.source, app_id, batch_id, datetime.now(UTC))
+    if upsert.counts["deletes"]:
+        write_tombstones(spark, spec, source, schema)
+    fault_point("before_write", batch_id)
+    on = dedup_condition("table", spec.keys, app_id, batch_id, None)
+    metrics = merge_into(spark, spec.name, source, on, upsert_clauses(spec, source.columns), meta)
+    fault_point("after_commit", batch_id)
+    metrics = metrics or {}
+    inserted = metrics.get("num_inserted_rows", 0)
+    updated = metrics.get("num_updated_rows", 0)
+    deleted = metrics.get("num_deleted_rows", 0)
+    return ReplayResult(
+        batch_id=batch_id,
+        rows_source=total,
+        rows_restored=inserted,
+        rows_already_present=total - inserted - updated - deleted,
+        rows_updated=updated,
+        rows_deleted=deleted,
+        rows_rejected=rejected,
+        version=_version_of(spark, spec, app_id, meta.commit_token),
+    )
+
+
+def _upsert_effect(spark: SparkSession, spec: TableSpec, source: DataFrame) -> tuple[int, int, int]:
+    """What the upsert MERGE of `source` would insert, update and delete in the table now."""
+    sequence = str(spec.sequence_by)
+    held = spark.table(spec.name).select(
+        *spec.keys, F.col(sequence).alias("_lh_held"), F.lit(True).alias("_lh_found")
+    )
+    joined = source.join(held, on=list(spec.keys), how="left")
+    found = F.coalesce(F.col("_lh_found"), F.lit(False))
+    newer = F.col("_lh_held").isNull() | (F.col(sequence) > F.col("_lh_held"))
+    delete = F.col(DELETE_COLUMN)
+    row = joined.agg(
+        F.sum((~delete & ~found).cast("int")).alias("inserted"),
+        F.sum((~delete & found & newer).cast("int")).alias("updated"),
+        F.sum((delete & found & newer).cast("int")).alias("deleted"),
+    ).collect()[0]
+    return int(row["inserted"] or 0), int(row["updated"] or 0), int(row["deleted"] or 0)

@@ -103,7 +103,21 @@ def ledger_gaps(marker: int, batch_ids: Iterable[int], reset_to: Iterable[int]) 
 
 
 def is_reconciled(entry: LedgerEntry) -> bool:
-    """True if a batch entry's counts add up: read = inserted + present + copies + quarantined."""
+    """True if a batch entry's counts add up: read = inserted + present + copies + quarantined.
+
+    An upsert's: read = inserted + updated + deleted + ignored as older + copies + quarantined,
+    where its MERGE's source rows are the upserts and deletes it recorded, the inserts and
+    updates at most its upserts, the deletes at most its deletes.
+    """
+    counts = entry.meta.upsert
+    if counts is not None:
+        source = counts["upserts"] + counts["deletes"]
+        return (
+            entry.rows_merged == source
+            and entry.rows_inserted + entry.rows_updated <= counts["upserts"]
+            and entry.rows_deleted <= counts["deletes"]
+            and entry.rows_duplicate_in_batch >= 0
+        )
     return entry.rows_already_present >= 0 and entry.rows_duplicate_in_batch >= 0
 
 
@@ -187,7 +201,8 @@ def row_findings(
         if (app_id, batch_id) in admin or repaired:
             continue
         held = table_rows.get((app_id, batch_id), 0)
-        if held != entry.rows_inserted:
+        # An upsert's rows move to the batch that last changed their key, or are deleted.
+        if entry.meta.upsert is None and held != entry.rows_inserted:
             findings.append(
                 Finding(
                     "table_rows",
@@ -318,6 +333,13 @@ def _rows_by_batch(spark: SparkSession, table: str) -> dict[tuple[str, int], int
 
 
 def _unreconciled(entry: LedgerEntry) -> str:
+    counts = entry.meta.upsert
+    if counts is not None:
+        return (
+            f"upsert counts disagree: MERGE source {entry.rows_merged} rows, recorded "
+            f"{counts['upserts']} upserts + {counts['deletes']} deletes; inserted "
+            f"{entry.rows_inserted}, updated {entry.rows_updated}, deleted {entry.rows_deleted}"
+        )
     return (
         f"read {entry.meta.rows_read} != inserted {entry.rows_inserted} + already present "
         f"{entry.rows_already_present} + copies {entry.rows_duplicate_in_batch} + quarantined "

@@ -52,8 +52,9 @@ def replay(
 
     Rows missing from a batch (deleted by mistake, say) come back; rows still present are not
     duplicated. With --replace, each batch's rows are rewritten from its source in one atomic
-    commit: rows the source no longer has are removed. If any batch's files are gone, nothing is
-    written and the error names the batches and files.
+    commit: rows the source no longer has are removed. On an upsert table each batch's versions
+    are applied again, newest wins (--replace does not apply). If any batch's files are gone,
+    nothing is written and the error names the batches and files.
     """
     from ingest.admin.replay import assert_sources_present, plan_replay, replay_batch
     from quality.expectations import ExpectationGate

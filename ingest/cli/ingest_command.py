@@ -198,9 +198,14 @@ def _show(result: BatchResult) -> None:
         where = f"version {result.version}; " if result.version is not None else ""
         err.print(f"batch {result.batch_id}: {result.status} ({where}{result.note})")
         return
+    landed = (
+        f"inserted {result.rows_inserted}, updated {result.rows_updated}, deleted "
+        f"{result.rows_deleted}, ignored as older {result.rows_ignored_older}"
+        if result.is_upsert
+        else f"inserted {result.rows_inserted}, already present {result.rows_already_present}"
+    )
     err.print(
-        f"batch {result.batch_id}: committed (read {result.rows_read}, inserted"
-        f" {result.rows_inserted}, already present {result.rows_already_present},"
+        f"batch {result.batch_id}: committed (read {result.rows_read}, {landed},"
         f" duplicates in batch {result.rows_duplicate_in_batch},"
         f" quarantined {result.rows_quarantined}, version {result.version}"
         + (f"; {result.note}" if result.note else "")

@@ -50,6 +50,7 @@ from ingest.commit.result import BatchResult as BatchResult
 from ingest.commit.result import BatchStatus as BatchStatus
 from ingest.commit.result import result_from_entry as result_from_entry
 from ingest.commit.skip import skip_committed
+from ingest.commit.upsert import DELETE_COLUMN, plan_upsert, upsert_clauses, write_tombstones
 from ingest.decisions import decide_batch, dedup_condition, dedup_scope, should_append
 from ingest.timings import Stopwatch
 from quality.audit import audit_before_commit
@@ -119,23 +120,31 @@ def commit_batch(
             record(spark, _gate_results(spec, app_id, batch_id, prepared.gate), txn=None)
             raise ExpectationFailedError(stop_message(prepared.gate, spec.name, app_id, batch_id))
         rows = prepared.rows
-        landable = rows.filter(landable_rows())
+        landable = rows.filter(landable_rows()).select(*landed_columns(schema, rows))
+        landing = stats.rows - stats.rows_rejected - stats.rows_copies
         window = time_window(spec, schema, stats)
-        scope = dedup_scope(spec.dedup, app_id, batch_id, window)
+        plan = None
+        if spec.merge == "upsert":
+            with watch.stage("plan"):
+                plan = plan_upsert(spark, spec, schema, landable, landing)
+            landable, landing = plan.source, plan.counts["upserts"] + plan.counts["deletes"]
+        # An upsert matches any row with the key: no scope.
+        scope = None if plan else dedup_scope(spec.dedup, app_id, batch_id, window)
         # The first read of the table's state.
         with naming_damaged_log(spec.name), watch.stage("audit"):
             audit = audit_before_commit(
                 spark,
                 spec,
                 landable.select(*spec.keys),
-                stats.rows - stats.rows_rejected - stats.rows_copies,
+                landing,
                 {key: (low, high) for key, low, high in stats.key_bounds},
                 read.version,
                 scope,
                 (app_id, batch_id),
             )
-            append = stats.rows == 0 or should_append(
-                spec.dedup, batch_id, high_water(spark, spec.name, app_id)
+            append = stats.rows == 0 or (
+                plan is None
+                and should_append(spec.dedup, batch_id, high_water(spark, spec.name, app_id))
             )
         ingested_at = datetime.now(UTC)
         meta = CommitMetadata(
@@ -148,6 +157,7 @@ def commit_batch(
             commit_token=uuid.uuid4().hex,
             checks=tuple(prepared.gate.records()) if prepared.gate is not None else (),
             audit=audit_entry(audit, read.version),
+            upsert=plan.counts if plan else None,
         )
         if stats.rows_rejected:
             with watch.stage("quarantine"):
@@ -156,13 +166,28 @@ def commit_batch(
                 write_quarantine(
                     with_raw_record(rejected, schema), spec, app_id, batch_id, ingested_at
                 )
-        merge_source = with_lineage(
-            landable.select(*landed_columns(schema, rows)), app_id, batch_id, ingested_at
+        merge_source = with_lineage(landable, app_id, batch_id, ingested_at)
+        clauses = None
+        if plan is not None and append:  # an empty batch: its marker and entry only
+            merge_source = merge_source.drop(DELETE_COLUMN)
+        elif plan is not None:
+            if plan.counts["deletes"]:
+                with watch.stage("tombstones"):
+                    write_tombstones(spark, spec, merge_source, schema)
+            clauses = upsert_clauses(spec, merge_source.columns)
+        condition = dedup_condition(
+            "table" if plan else spec.dedup, spec.keys, app_id, batch_id, window
         )
-        condition = dedup_condition(spec.dedup, spec.keys, app_id, batch_id, window)
         with watch.stage("write"):
             result = write_with_retries(
-                spark, spec, meta, merge_source, condition, max_attempts, append=append
+                spark,
+                spec,
+                meta,
+                merge_source,
+                condition,
+                max_attempts,
+                append=append,
+                clauses=clauses,
             )
         result = replace(result, timings=dict(watch.seconds))
         if result.status != "committed":

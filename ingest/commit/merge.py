@@ -111,12 +111,14 @@ def write_with_retries(
     max_attempts: int,
     *,
     append: bool = False,
+    clauses: list[str] | None = None,
 ) -> BatchResult:
     """Write the batch with its marker and ledger entry, retrying transient failures.
 
     With `append`, the rows go in as Delta's idempotent append (`txnAppId`/`txnVersion` and the
     ledger entry as per-write options), which is the MERGE's result when the MERGE can match no
-    row (`ingest.decisions.should_append`) and costs no scan of the target.
+    row (`ingest.decisions.should_append`) and costs no scan of the target. `clauses` replace
+    the insert-only MERGE's (an upsert's, `ingest.commit.upsert`).
     """
     for attempt in count(1):
         try:
@@ -128,7 +130,7 @@ def write_with_retries(
                     _append(spec.name, source, meta)
                     executed = True
                 else:
-                    executed = _merge(spark, spec.name, source, condition, meta)
+                    executed = _merge(spark, spec.name, source, condition, meta, clauses)
             fault_point("after_commit", meta.batch_id)
         except Exception as exc:
             error = error_kind_of(exc)
@@ -165,11 +167,19 @@ def _append(table: str, source: DataFrame, meta: CommitMetadata) -> None:
 
 
 def _merge(
-    spark: SparkSession, table: str, source: DataFrame, condition: str, meta: CommitMetadata
+    spark: SparkSession,
+    table: str,
+    source: DataFrame,
+    condition: str,
+    meta: CommitMetadata,
+    clauses: list[str] | None,
 ) -> bool:
-    """Run the batch's insert-only MERGE with its txn markers; False if Delta skipped it."""
+    """Run the batch's MERGE (insert-only unless `clauses`) with its txn markers; False if Delta
+    skipped it."""
     marker = batch_markers(table, meta.app_id)[0]
     confs = {TXN_APP_ID_CONF: marker.txn_app_id, TXN_VERSION_CONF: str(meta.batch_id)}
+    if clauses is not None:
+        return merge_into(spark, table, source, condition, clauses, meta, confs) is not None
     return run_merge(spark, table, source, condition, meta, confs) is not None
 
 

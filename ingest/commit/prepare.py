@@ -102,7 +102,13 @@ def prepare_batch(
     rows, read = with_rescued(batch, schema)
     try:
         classified = classify(
-            rows, schema, spec.keys, raw_format, reader_options, spec.unknown_fields
+            rows,
+            schema,
+            spec.keys,
+            raw_format,
+            reader_options,
+            spec.unknown_fields,
+            spec.sequence_by,
         ).persist(StorageLevel.MEMORY_AND_DISK)
         stats = batch_stats(classified, schema, spec.dedup_column, spec.keys)
     finally:

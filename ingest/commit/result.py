@@ -25,6 +25,11 @@ class BatchResult:
     rows_already_present: int = 0
     rows_duplicate_in_batch: int = 0
     rows_quarantined: int = 0
+    rows_updated: int = 0
+    rows_deleted: int = 0
+    rows_ignored_older: int = 0
+    """An upsert's versions not newer than the table's (`LedgerEntry.rows_ignored_older`)."""
+    is_upsert: bool = False
     version: int | None = None
     content_hash: str = ""
     attempts: int = 0
@@ -57,6 +62,10 @@ def result_from_entry(
         rows_already_present=entry.rows_already_present if status == "committed" else 0,
         rows_duplicate_in_batch=entry.rows_duplicate_in_batch if status == "committed" else 0,
         rows_quarantined=entry.meta.rows_quarantined if status == "committed" else 0,
+        rows_updated=entry.rows_updated if status == "committed" else 0,
+        rows_deleted=entry.rows_deleted if status == "committed" else 0,
+        rows_ignored_older=entry.rows_ignored_older if status == "committed" else 0,
+        is_upsert=entry.meta.upsert is not None,
         version=entry.version,
         content_hash=entry.meta.content_hash,
         attempts=attempts,

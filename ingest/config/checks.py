@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ingest.config.model import LakehouseConfig, PipelineSpec
 
 QUARANTINE_SUFFIX = "_quarantine"
+TOMBSTONES_SUFFIX = "_tombstones"
 #: Table names the project itself uses (see quality/audit.py).
 RESERVED_TABLES = frozenset({"lakehouse_quality"})
 _URI = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):/.*", re.DOTALL)
@@ -54,15 +55,24 @@ def _check_names(config: LakehouseConfig, root: Where) -> None:
         last = name.rsplit(".", 1)[-1].lower()
         if last in RESERVED_TABLES:
             raise (root / "tables" / name).error(f"{name} is the name of the project's own table")
-        if name.lower().endswith(QUARANTINE_SUFFIX):
-            owner = name.lower().removesuffix(QUARANTINE_SUFFIX)
-            if owner in folded:
-                raise (root / "tables" / name).error(
-                    f"{name} is the quarantine table of table {owner}"
-                )
+        for suffix, role in ((QUARANTINE_SUFFIX, "quarantine"), (TOMBSTONES_SUFFIX, "tombstone")):
+            owner = name.lower().removesuffix(suffix)
+            if name.lower().endswith(suffix) and owner in folded:
+                raise (root / "tables" / name).error(f"{name} is the {role} table of table {owner}")
 
 
 def _check_app_ids(config: LakehouseConfig, root: Where) -> None:
+    upserted: dict[str, str] = {}
+    for name, pipeline in config.pipelines.items():
+        if config.tables[pipeline.table].merge != "upsert":
+            continue
+        other = upserted.setdefault(pipeline.table.lower(), name)
+        if other != name:
+            raise (root / "pipelines" / name / "table").error(
+                f"pipelines.{other} already writes upsert table {pipeline.table}: an upsert "
+                "table takes one writer at a time (its deletes and rows are two commits, so two "
+                "writers at once could bring back a key the other deleted)"
+            )
     first: dict[str, str] = {}
     for name, pipeline in config.pipelines.items():
         other = first.setdefault(pipeline.app_id.lower(), name)

@@ -47,6 +47,7 @@ from tables.spec import (
     AuditPolicy,
     DedupScope,
     ExpectationSpec,
+    MergeMode,
     TableSpec,
     UnknownFields,
 )
@@ -67,6 +68,9 @@ _TABLE_KEYS = frozenset(
         "expectations",
         "audit_policy",
         "unknown_fields",
+        "merge",
+        "sequence_by",
+        "delete_when",
     }
 )
 _EXPECTATION_KEYS = frozenset(
@@ -203,6 +207,9 @@ def _table(name: str, body: Any, replay_window: timedelta, where: Where) -> Tabl
                 where / "unknown_fields",
                 get_args(UnknownFields),
             ),
+            merge=choice(body.get("merge", "insert"), where / "merge", get_args(MergeMode)),  # type: ignore[arg-type]
+            sequence_by=optional("sequence_by"),
+            delete_when=optional("delete_when"),
             origin=str(where),
         )
 

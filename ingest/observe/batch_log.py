@@ -52,6 +52,9 @@ def batch_record(
             "read": result.rows_read,
             "inserted": result.rows_inserted,
             "already_present": result.rows_already_present,
+            "updated": result.rows_updated,
+            "deleted": result.rows_deleted,
+            "ignored_older": result.rows_ignored_older,
             "duplicate_in_batch": result.rows_duplicate_in_batch,
             "quarantined": result.rows_quarantined,
         }

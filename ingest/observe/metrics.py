@@ -22,7 +22,15 @@ if TYPE_CHECKING:
 METRICS_HOST = "127.0.0.1"
 #: Seconds: a micro-batch takes from a fraction of a second to minutes.
 DURATION_BUCKETS = (0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
-ROW_FATES = ("inserted", "already_present", "duplicate_in_batch", "quarantined")
+ROW_FATES = (
+    "inserted",
+    "already_present",
+    "updated",
+    "deleted",
+    "ignored_older",
+    "duplicate_in_batch",
+    "quarantined",
+)
 
 
 class BatchMetrics:
@@ -47,8 +55,8 @@ class BatchMetrics:
         )
         self.rows = Counter(
             "lakehouse_rows",
-            "Rows of committed batches by fate (inserted, already_present, duplicate_in_batch, "
-            "quarantined).",
+            "Rows of committed batches by fate (inserted, already_present, updated, deleted, "
+            "ignored_older, duplicate_in_batch, quarantined).",
             (*labels, "fate"),
             registry=self.registry,
         )

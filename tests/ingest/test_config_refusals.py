@@ -300,6 +300,63 @@ CASES: list[tuple[str, str, str, str]] = [
         "tables.events.partition_by",
         "expected an array of strings, got table",
     ),
+    ("merge-choice", table("merge = 'replace'"), "tables.events.merge", "must be one of"),
+    (
+        "upsert-no-sequence",
+        table("merge = 'upsert'"),
+        "tables.events.sequence_by",
+        "needs sequence_by",
+    ),
+    (
+        "sequence-on-insert",
+        table("sequence_by = 'at'"),
+        "tables.events.sequence_by",
+        "merge = 'upsert' only",
+    ),
+    (
+        "delete-on-insert",
+        table('delete_when = "amount < 0"'),
+        "tables.events.delete_when",
+        "merge = 'upsert' only",
+    ),
+    (
+        "sequence-not-ordered",
+        table("merge = 'upsert'\nsequence_by = 'tags'"),
+        "tables.events.sequence_by",
+        "ordered by a number",
+    ),
+    (
+        "sequence-is-key",
+        table("merge = 'upsert'\nsequence_by = 'event_id'"),
+        "tables.events.sequence_by",
+        "record key column",
+    ),
+    (
+        "upsert-dedup",
+        table("merge = 'upsert'\nsequence_by = 'at'\ndedup = 'table'"),
+        "tables.events.dedup",
+        "insert' only",
+    ),
+    (
+        "upsert-repair",
+        table("merge = 'upsert'\nsequence_by = 'at'\naudit_policy = 'repair'"),
+        "tables.events.audit_policy",
+        "newest version",
+    ),
+    (
+        "upsert-empty-delete",
+        table("merge = 'upsert'\nsequence_by = 'at'\ndelete_when = ' '"),
+        "tables.events.delete_when",
+        "expected a non-empty string",
+    ),
+    (
+        "upsert-two-writers",
+        table("merge = 'upsert'\nsequence_by = 'at'").replace(
+            "#END", SECOND_PIPELINE.replace("#OTHER", 'app_id = "other"')
+        ),
+        "pipelines.other.table",
+        "one writer at a time",
+    ),
     ("dedup-choice", table("dedup = 'global'"), "tables.events.dedup", "must be one of"),
     (
         "dedup-no-column",

@@ -76,6 +76,9 @@ def test_a_batch_line_holds_rows_stages_bytes_and_lag(tmp_path: Path) -> None:
         "read": 10,
         "inserted": 6,
         "already_present": 1,
+        "updated": 0,
+        "deleted": 0,
+        "ignored_older": 0,
         "duplicate_in_batch": 2,
         "quarantined": 1,
     }

@@ -1,0 +1,188 @@
+"""Upserts (`merge = "upsert"`): one row per record key, the newest version by `sequence_by` wins.
+
+A batch's landable rows are reduced to the newest version of each key (the older versions in the
+batch are counted, not written), versions not newer than a delete already recorded for their key
+are dropped and counted, and one MERGE applies the rest: an update where the batch's version is
+newer than the table's, an insert for a key the table lacks, a delete where the delete rule
+holds and the table's version is older. A version that is not newer than the table's changes
+nothing, so a resent or replayed version is a no-op whatever its batch id.
+
+A deleted key leaves no row to compare a late older version with, so a delete is first recorded
+in `<table>_tombstones` (key, sequence value, lineage): a MERGE that keeps the newest delete of
+each key, idempotent by content, so a retry after a crash between it and the target's MERGE
+writes nothing new. The tombstone table is written before the target and only by batches with
+deletes; it grows by one row per deleted key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pyspark.sql import Window
+from pyspark.sql import functions as F
+
+from ingest.commit.merge import error_kind_of
+from tables.catalog import create_table, table_exists
+from tables.errors import ConfigError, first_line
+from tables.identifiers import quote_identifier, shorten
+from tables.log import merge_into
+from tables.spec import (
+    APP_ID_COLUMN,
+    BATCH_ID_COLUMN,
+    INGESTED_AT_COLUMN,
+    LINEAGE_DDL,
+    parse_struct,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+    from tables.spec import TableSpec
+
+#: The MERGE source's flag: this version deletes its key.
+DELETE_COLUMN = "_lh_delete"
+
+
+@dataclass(frozen=True)
+class UpsertPlan:
+    """What an upsert batch's MERGE applies, and what it dropped before the MERGE."""
+
+    source: DataFrame
+    """The newest version of each key, not older than a tombstone, with `DELETE_COLUMN`."""
+    counts: dict[str, int]
+    """`tables.ledger.UPSERT_COUNTS`: superseded, after_tombstone, upserts, deletes."""
+
+
+def delete_rule(spark: SparkSession, spec: TableSpec, schema: StructType) -> Column:
+    """The spec's `delete_when` as a boolean column (NULL counts as false), checked on `schema`.
+
+    A rule that does not parse, names a column the schema lacks, or is not a condition is one
+    line naming the key, before anything is written.
+    """
+    if spec.delete_when is None:
+        return F.lit(False)
+    where = spec.where("delete_when")
+    try:
+        probe = spark.createDataFrame([], schema).select(F.expr(spec.delete_when).alias("rule"))
+        kind = probe.schema["rule"].dataType.typeName()
+    except Exception as exc:
+        raise ConfigError(
+            f"{where}: cannot use {shorten(spec.delete_when)}: {first_line(exc)}",
+            key="delete_when",
+            reason=first_line(exc),
+        ) from None
+    if kind != "boolean":
+        raise ConfigError(
+            f"{where}: {shorten(spec.delete_when)} is {kind}, not a condition",
+            key="delete_when",
+            reason=f"is {kind}, not a condition",
+        )
+    return F.coalesce(F.expr(spec.delete_when), F.lit(False))
+
+
+def plan_upsert(
+    spark: SparkSession, spec: TableSpec, schema: StructType, landable: DataFrame, landing: int
+) -> UpsertPlan:
+    """Reduce `landable` (`landing` rows, one per key and sequence value) to the MERGE source.
+
+    One job counts what the reduction and the tombstones drop; the MERGE recomputes the source
+    from the persisted batch, the same rows.
+    """
+    sequence = _sequence(spec)
+    newest = Window.partitionBy(*[F.col(k) for k in spec.keys]).orderBy(F.col(sequence).desc())
+    reduced = (
+        landable.withColumn(DELETE_COLUMN, delete_rule(spark, spec, schema))
+        .withColumn("_lh_rank", F.row_number().over(newest))
+        .where(F.col("_lh_rank") == 1)
+        .drop("_lh_rank")
+    )
+    after_tombstone = F.lit(False)
+    if table_exists(spark, spec.tombstones_name):
+        tombstones = spark.table(spec.tombstones_name).select(
+            *spec.keys, F.col(sequence).alias("_lh_tombstone")
+        )
+        reduced = reduced.join(tombstones, on=list(spec.keys), how="left")
+        tomb, seq = F.col("_lh_tombstone"), F.col(sequence)
+        # A tombstone at the same sequence value is this delete's own (a retry): apply it again.
+        older = (tomb > seq) | ((tomb == seq) & ~F.col(DELETE_COLUMN))
+        after_tombstone = F.coalesce(older, F.lit(False))
+        reduced = reduced.withColumn("_lh_after_tombstone", after_tombstone)
+        after_tombstone = F.col("_lh_after_tombstone")
+    row = reduced.agg(
+        F.count(F.lit(1)).alias("keys"),
+        F.sum(after_tombstone.cast("int")).alias("after_tombstone"),
+        F.sum((~after_tombstone & F.col(DELETE_COLUMN)).cast("int")).alias("deletes"),
+    ).collect()[0]
+    keys, dropped = int(row["keys"]), int(row["after_tombstone"] or 0)
+    deletes = int(row["deletes"] or 0)
+    source = reduced.where(~after_tombstone).select(*landable.columns, DELETE_COLUMN)
+    counts = {
+        "superseded": landing - keys,
+        "after_tombstone": dropped,
+        "upserts": keys - dropped - deletes,
+        "deletes": deletes,
+    }
+    return UpsertPlan(source, counts)
+
+
+def upsert_clauses(spec: TableSpec, columns: list[str]) -> list[str]:
+    """The MERGE clauses of an upsert: newer versions update or delete, new keys insert.
+
+    The columns are listed, not `*`: the source's delete flag is not a column of the table.
+    """
+    column = quote_identifier(_sequence(spec))
+    # A row without a sequence value (landed before the table was an upsert table) is older.
+    newer = f"(t.{column} IS NULL OR s.{column} > t.{column})"
+    flag = f"s.{quote_identifier(DELETE_COLUMN)}"
+    names = [quote_identifier(c) for c in columns if c != DELETE_COLUMN]
+    sets = ", ".join(f"t.{c} = s.{c}" for c in names)
+    values = ", ".join(f"s.{c}" for c in names)
+    return [
+        f"WHEN MATCHED AND {flag} AND {newer} THEN DELETE",
+        f"WHEN MATCHED AND NOT {flag} AND {newer} THEN UPDATE SET {sets}",
+        f"WHEN NOT MATCHED AND NOT {flag} THEN INSERT ({', '.join(names)}) VALUES ({values})",
+    ]
+
+
+def write_tombstones(
+    spark: SparkSession, spec: TableSpec, source: DataFrame, schema: StructType
+) -> None:
+    """Record the source's deletes in `<table>_tombstones`, keeping the newest per key.
+
+    Idempotent by content: the same deletes again change nothing, so no marker is needed.
+    """
+    sequence = _sequence(spec)
+    columns = [APP_ID_COLUMN, BATCH_ID_COLUMN, INGESTED_AT_COLUMN, *spec.keys, sequence]
+    deletes = source.where(F.col(DELETE_COLUMN)).select(*columns)
+    ddl = ", ".join(
+        f"{quote_identifier(f.name)} {f.dataType.simpleString()}"
+        for f in schema.fields
+        if f.name in (*spec.keys, sequence)
+    )
+    create_table(spark, spec.tombstones_name, parse_struct(f"{LINEAGE_DDL}, {ddl}"), properties={})
+    on = " AND ".join(f"t.{quote_identifier(k)} <=> s.{quote_identifier(k)}" for k in spec.keys)
+    names = [quote_identifier(c) for c in columns]
+    newer = f"s.{quote_identifier(sequence)} > t.{quote_identifier(sequence)}"
+    try:
+        merge_into(
+            spark,
+            spec.tombstones_name,
+            deletes,
+            on,
+            [
+                f"WHEN MATCHED AND {newer} THEN UPDATE SET "
+                + ", ".join(f"t.{c} = s.{c}" for c in names),
+                f"WHEN NOT MATCHED THEN INSERT ({', '.join(names)}) "
+                f"VALUES ({', '.join(f's.{c}' for c in names)})",
+            ],
+        )
+    except Exception as exc:  # a lost race is transient like the target's; the rest named
+        raise error_kind_of(exc) from exc
+
+
+def _sequence(spec: TableSpec) -> str:
+    if spec.sequence_by is None:
+        raise ValueError(f"table {spec.name} is not an upsert table (no sequence_by)")
+    return spec.sequence_by

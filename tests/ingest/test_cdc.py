@@ -1,0 +1,197 @@
+"""Change data capture into an upsert table, end to end: `lakehouse ingest` processes that crash
+and restart, reading a Debezium-shaped Kafka topic on a real broker, or JSON files.
+
+The records are what Debezium's `ExtractNewRecordState` transform writes (`add.fields=op,
+source.lsn`, `delete.handling.mode=rewrite`): the row's columns, `__op`, `__source_lsn` and
+`__deleted`. The final table is compared with `expected_state`, a fold of the same records
+written without Spark: per key the record with the highest LSN, absent if that one is a delete.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from tables.jvm import gateway
+from tests.support.kafka_broker import KafkaBroker
+from tests.support.processes import run_lakehouse
+
+pytestmark = [pytest.mark.slow, pytest.mark.downstream]
+
+TABLE = """
+[lakehouse]
+home = ".lakehouse"
+
+[tables.customers]
+schema = "id BIGINT NOT NULL, name STRING, __op STRING, __source_lsn BIGINT, __deleted STRING"
+keys = ["id"]
+merge = "upsert"
+sequence_by = "__source_lsn"
+delete_when = "__op = 'd'"
+
+[pipelines.cdc]
+table = "customers"
+app_id = "customers-cdc"
+"""
+KAFKA_SOURCE = """[pipelines.cdc.source]
+kind = "kafka"
+bootstrap_servers = "{bootstrap}"
+topic = "{topic}"
+max_offsets_per_trigger = 8
+"""
+FILE_SOURCE = """[pipelines.cdc.source]
+format = "json"
+path = "landing"
+max_files_per_trigger = 1
+"""
+Change = dict[str, Any]
+
+
+def changes(seed: int, count: int, keys: int, first_lsn: int = 1) -> list[Change]:
+    """`count` changes of `keys` customers in LSN order: creates, updates, some deletes."""
+    rng = random.Random(seed)
+    alive: set[int] = set()
+    out = []
+    for lsn in range(first_lsn, first_lsn + count):
+        key = rng.randrange(keys)
+        op = "c" if key not in alive else ("d" if rng.random() < 0.25 else "u")
+        alive.symmetric_difference_update({key} if op in ("c", "d") else set())
+        deleted = "true" if op == "d" else "false"
+        name = f"n{key}-{lsn}"
+        out.append({"id": key, "name": name, "__op": op, "__source_lsn": lsn, "__deleted": deleted})
+    return out
+
+
+def expected_state(records: list[Change]) -> dict[int, tuple[str, int]]:
+    """The final table computed without Spark."""
+    newest: dict[int, Change] = {}
+    for record in records:
+        held = newest.get(record["id"])
+        if held is None or record["__source_lsn"] > held["__source_lsn"]:
+            newest[record["id"]] = record
+    return {k: (r["name"], r["__source_lsn"]) for k, r in newest.items() if r["__op"] != "d"}
+
+
+def table_state(spark: SparkSession, root: Path) -> dict[int, tuple[str, int]]:
+    location = str(root / ".lakehouse" / "warehouse" / "customers")
+    rows = spark.read.format("delta").load(location).collect()
+    ids = [r["id"] for r in rows]
+    assert len(ids) == len(set(ids)), "a key appears twice"
+    return {r["id"]: (r["name"], r["__source_lsn"]) for r in rows}
+
+
+def assert_ran(result: Any, code: int = 0) -> None:
+    assert result.returncode == code, result.stderr[-3000:]
+
+
+def assert_verified(root: Path) -> None:
+    verdict = run_lakehouse(root, "verify", "customers")
+    assert_ran(verdict)
+    assert "0 finding(s): exactly once holds" in verdict.stderr
+
+
+@pytest.fixture(scope="module")
+def broker(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    """One KRaft broker for the module; its client helpers run in the test session's JVM."""
+    gateway(spark, "checking the Kafka connector").py4j.reflection.ReflectionUtil.classForName(
+        "org.apache.spark.sql.kafka010.KafkaSourceProvider"
+    )
+    with KafkaBroker(tmp_path_factory.mktemp("kafka"), spark=spark) as running:
+        yield running
+
+
+def test_a_debezium_topic_lands_the_newest_state_through_crashes_and_resends(
+    spark: SparkSession, broker: KafkaBroker, tmp_path: Path
+) -> None:
+    topic = "dbserver1.inventory.customers"
+    broker.create_topic(topic, 2)
+    (tmp_path / "lakehouse.toml").write_text(
+        TABLE + KAFKA_SOURCE.format(bootstrap=broker.bootstrap, topic=topic)
+    )
+    first = changes(seed=21, count=40, keys=9)
+    broker.produce(topic, [(str(c["id"]), json.dumps(c)) for c in first])
+
+    killed = run_lakehouse(tmp_path, "ingest", fault="after_commit:kill@1")
+    assert killed.returncode == -9, killed.stderr[-3000:]
+    restarted = run_lakehouse(tmp_path, "ingest")
+    assert_ran(restarted)
+    assert "batch 1: skipped" in restarted.stderr
+    assert table_state(spark, tmp_path) == expected_state(first)
+
+    # A connector restart resends a stretch of old changes, out of order, beside new ones; the
+    # next run is killed after its tombstones are written and before its commit.
+    resent = random.Random(5).sample(first, 15)
+    later = changes(seed=22, count=20, keys=9, first_lsn=100)
+    broker.produce(topic, [(str(c["id"]), json.dumps(c)) for c in [*resent, *later]])
+    batches_before = len(
+        json.loads(run_lakehouse(tmp_path, "history", "customers", "--format", "json").stdout)
+    )
+    crashed = run_lakehouse(tmp_path, "ingest", fault=f"before_write:exit@{batches_before}")
+    assert crashed.returncode == 137, crashed.stderr[-3000:]
+    assert_ran(run_lakehouse(tmp_path, "ingest"))
+
+    assert table_state(spark, tmp_path) == expected_state([*first, *resent, *later])
+    history = json.loads(run_lakehouse(tmp_path, "history", "customers", "--format", "json").stdout)
+    assert sum(row["rows_ignored_older"] for row in history) >= len(resent)
+    assert sum(row["rows_deleted"] for row in history) > 0
+    assert_verified(tmp_path)
+
+
+#: The crash points of the insert crash matrix, one per batch of the file test, in order.
+FILE_CRASHES = (
+    ("mid_quarantine:kill@0", -9),
+    ("before_write:exit@1", 137),
+    ("before_commit:kill@2", -9),
+    ("after_commit:kill@3", -9),
+    ("after_checkpoint:kill@4", -9),
+)
+
+
+def test_json_files_with_late_versions_land_the_newest_state_through_every_crash_point(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    (tmp_path / "lakehouse.toml").write_text(TABLE + FILE_SOURCE)
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    records = changes(seed=31, count=60, keys=10)
+    shuffled = random.Random(3).sample(records, len(records))  # files arrive out of LSN order
+    files = [shuffled[i : i + 12] for i in range(0, len(shuffled), 12)]
+    for index, part in enumerate(files):
+        lines = [json.dumps(r) + "\n" for r in part]
+        lines.append(f'{{"id": {index}, "name": "cut off\n')  # quarantined, in every batch
+        (landing / f"part-{index}.json").write_text("".join(lines))
+
+    for fault, code in FILE_CRASHES:
+        crashed = run_lakehouse(tmp_path, "ingest", fault=fault)
+        assert crashed.returncode == code, (fault, crashed.stderr[-3000:])
+    assert_ran(run_lakehouse(tmp_path, "ingest"))
+    assert table_state(spark, tmp_path) == expected_state(records)
+    quarantine = str(tmp_path / ".lakehouse" / "warehouse" / "customers_quarantine")
+    assert spark.read.format("delta").load(quarantine).count() == len(files)
+
+    replayed = run_lakehouse(
+        tmp_path, "replay", "customers", "--app-id", "customers-cdc", "--from-batch", "0", "--yes"
+    )
+    assert_ran(replayed)
+    assert table_state(spark, tmp_path) == expected_state(records)
+    replace = run_lakehouse(
+        tmp_path,
+        "replay",
+        "customers",
+        "--app-id",
+        "customers-cdc",
+        "--from-batch",
+        "0",
+        "--replace",
+        "--yes",
+    )
+    assert replace.returncode != 0
+    assert "upsert table" in replace.stderr
+    assert "Traceback" not in replace.stderr
+    assert_verified(tmp_path)
