@@ -141,6 +141,23 @@ def test_a_batch_committed_twice_gives_one_copy(remote: SparkSession) -> None:
     assert (entry.meta.batch_id, entry.rows_inserted, entry.meta.audit is not None) == (0, 2, True)
 
 
+def test_an_upsert_table_keeps_the_newest_version_over_connect(remote: SparkSession) -> None:
+    spec = make_table(remote, merge="upsert", sequence_by="amount", delete_when="user_id = 'd'")
+    versions = "event_id string, user_id string, amount double"
+
+    commit_batch(remote, spec, "app", 0, remote.createDataFrame([("a", "u", 1.0)], versions))
+    second = remote.createDataFrame([("a", "u", 3.0), ("a", "d", 2.0), ("b", "u", 1.0)], versions)
+    result = commit_batch(remote, spec, "app", 1, second)
+    delete = remote.createDataFrame([("b", "d", 5.0), ("b", "u", 4.0)], versions)
+    commit_batch(remote, spec, "app", 2, delete)
+    late = commit_batch(remote, spec, "app", 3, remote.createDataFrame([("b", "u", 4.5)], versions))
+
+    assert (result.rows_updated, result.rows_inserted, result.rows_ignored_older) == (1, 1, 1)
+    assert late.rows_ignored_older == 1
+    held = remote.table(spec.name).select("event_id", "amount").collect()
+    assert [(r["event_id"], r["amount"]) for r in held] == [("a", 3.0)]
+
+
 def test_a_batch_id_whose_content_changed_is_rejected(remote: SparkSession) -> None:
     spec = make_table(remote)
     commit_batch(remote, spec, "app", 0, rows(remote, ["a"]))
