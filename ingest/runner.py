@@ -72,6 +72,15 @@ class RunReport:
         """Rows this run added to the target table."""
         return sum(r.rows_inserted for r in self.results)
 
+    def total(self, fate: str) -> int:
+        """This run's rows of one fate (`updated`, `deleted`, ...) over its batches."""
+        return sum(getattr(r, f"rows_{fate}") for r in self.results)
+
+    @property
+    def is_upsert(self) -> bool:
+        """True if this run's batches went through the upsert MERGE."""
+        return any(r.is_upsert for r in self.results)
+
     @property
     def rows_quarantined(self) -> int:
         """Rows this run sent to the quarantine table."""

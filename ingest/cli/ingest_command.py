@@ -158,7 +158,13 @@ def ingest(
         f"{report.pipeline}: {len(report.results)} batches "
         f"({report.count('committed')} committed, {report.count('skipped')} skipped, "
         f"{report.count('empty')} empty), {report.rows_inserted} rows inserted, "
-        f"{report.rows_quarantined} quarantined into {report.quarantine_table}, "
+        + (
+            f"{report.total('updated')} updated, {report.total('deleted')} deleted, "
+            f"{report.total('ignored_older')} ignored as older, "
+            if report.is_upsert
+            else ""
+        )
+        + f"{report.rows_quarantined} quarantined into {report.quarantine_table}, "
         f"{len(report.failed_audits)} failed check(s)"
     )
     if report.docs_url:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -134,7 +135,11 @@ def test_a_debezium_topic_lands_the_newest_state_through_crashes_and_resends(
     )
     crashed = run_lakehouse(tmp_path, "ingest", fault=f"before_write:exit@{batches_before}")
     assert crashed.returncode == 137, crashed.stderr[-3000:]
-    assert_ran(run_lakehouse(tmp_path, "ingest"))
+    resumed = run_lakehouse(tmp_path, "ingest")
+    assert_ran(resumed)
+    assert re.search(
+        r"rows inserted, \d+ updated, \d+ deleted, \d+ ignored as older", resumed.stdout
+    )
 
     assert table_state(spark, tmp_path) == expected_state([*first, *resent, *later])
     history = json.loads(run_lakehouse(tmp_path, "history", "customers", "--format", "json").stdout)
