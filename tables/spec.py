@@ -10,7 +10,6 @@ COLUMNS` appends it there on tables created before it existed, so old and new ta
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -26,7 +25,7 @@ from tables.spec_rules import (
     check_types,
     not_in_schema,
     refusal,
-    spark_type_names,
+    validate_expectation_params,
     validate_merge,
 )
 from tables.spec_rules import parse_interval as parse_interval
@@ -202,44 +201,6 @@ class ExpectationSpec:
     def name(self) -> str:
         """The check's name in results and errors, e.g. `between(amount)`."""
         return f"{self.check}({self.column})"
-
-
-def validate_expectation_params(check: str, params: Mapping[str, Any], where: str) -> None:
-    """Check the arguments a check needs are there and have the right kind."""
-    if check == "between":
-        bounds = {key: params.get(key) for key in ("min", "max")}
-        if all(b is None for b in bounds.values()):
-            raise refusal(where, "min", "needs min, max or both")
-        for key, bound in bounds.items():
-            if bound is not None and (
-                isinstance(bound, bool) or not isinstance(bound, int | float)
-            ):
-                raise refusal(where, key, "min and max must be numbers")
-        low, high = bounds["min"], bounds["max"]
-        if low is not None and high is not None and low > high:
-            raise refusal(where, "max", f"max {high} is below min {low}: no value could pass")
-    if check == "in_set":
-        values = params.get("values")
-        if not isinstance(values, list | tuple) or not values:
-            raise refusal(where, "values", "values must be a non-empty list")
-        if any(isinstance(v, list | tuple | Mapping) for v in values):
-            raise refusal(where, "values", "values must be strings, numbers or booleans")
-    if check == "regex":
-        pattern = params.get("pattern")
-        if not isinstance(pattern, str) or not pattern:
-            raise refusal(where, "pattern", "pattern must be a non-empty string")
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise refusal(where, "pattern", f"invalid pattern {shorten(pattern)}: {exc}") from exc
-    if check == "column_type":
-        kind = params.get("type")
-        if not isinstance(kind, str) or kind not in spark_type_names():
-            raise refusal(
-                where,
-                "type",
-                f"type must be a Spark type name such as 'DoubleType', got {shorten(kind)}",
-            )
 
 
 @dataclass(frozen=True)

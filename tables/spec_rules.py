@@ -2,8 +2,8 @@
 
 Intervals (`7 days`), column names (plain, not reserved), the types a column must have for its
 role, read from the leading word of its DDL type (a window column is a time, a partition column
-is not nested, a key can be compared), and the Spark type names an expectation may name. Each
-refusal names its key (`dedup_window`), so the config loader can restate it with the file and
+is not nested, a key can be compared, a sequence orders), the merge mode's combinations, and
+what an expectation's check and arguments may be. Each refusal names its key (`dedup_window`), so the config loader can restate it with the file and
 the full key path.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tables.ddl import DdlColumn
 from tables.errors import ConfigError, KeyPath
@@ -170,3 +170,41 @@ def validate_merge(spec: TableSpec) -> None:
     rule = spec.delete_when
     if rule is not None and (not isinstance(rule, str) or not rule.strip()):
         raise refusal(owner, "delete_when", "is empty; give a SQL condition such as \"op = 'd'\"")
+
+
+def validate_expectation_params(check: str, params: Mapping[str, Any], where: str) -> None:
+    """Check the arguments a check needs are there and have the right kind."""
+    if check == "between":
+        bounds = {key: params.get(key) for key in ("min", "max")}
+        if all(b is None for b in bounds.values()):
+            raise refusal(where, "min", "needs min, max or both")
+        for key, bound in bounds.items():
+            if bound is not None and (
+                isinstance(bound, bool) or not isinstance(bound, int | float)
+            ):
+                raise refusal(where, key, "min and max must be numbers")
+        low, high = bounds["min"], bounds["max"]
+        if low is not None and high is not None and low > high:
+            raise refusal(where, "max", f"max {high} is below min {low}: no value could pass")
+    if check == "in_set":
+        values = params.get("values")
+        if not isinstance(values, list | tuple) or not values:
+            raise refusal(where, "values", "values must be a non-empty list")
+        if any(isinstance(v, list | tuple | Mapping) for v in values):
+            raise refusal(where, "values", "values must be strings, numbers or booleans")
+    if check == "regex":
+        pattern = params.get("pattern")
+        if not isinstance(pattern, str) or not pattern:
+            raise refusal(where, "pattern", "pattern must be a non-empty string")
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise refusal(where, "pattern", f"invalid pattern {shorten(pattern)}: {exc}") from exc
+    if check == "column_type":
+        kind = params.get("type")
+        if not isinstance(kind, str) or kind not in spark_type_names():
+            raise refusal(
+                where,
+                "type",
+                f"type must be a Spark type name such as 'DoubleType', got {shorten(kind)}",
+            )
