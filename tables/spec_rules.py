@@ -3,8 +3,8 @@
 Intervals (`7 days`), column names (plain, not reserved), the types a column must have for its
 role, read from the leading word of its DDL type (a window column is a time, a partition column
 is not nested, a key can be compared, a sequence orders), the merge mode's combinations, and
-what an expectation's check and arguments may be. Each refusal names its key (`dedup_window`), so the config loader can restate it with the file and
-the full key path.
+what an expectation's check and arguments may be. Each refusal names its key (`dedup_window`),
+so the config loader can restate it with the file and the full key path.
 """
 
 from __future__ import annotations
