@@ -98,18 +98,22 @@ def batch_scope(app_id: str, batch_id: int) -> str:
     )
 
 
+def key_match(keys: tuple[str, ...]) -> str:
+    """The MERGE ON clause's null-safe match of each record key column, target to source."""
+    target = quote_identifier(TARGET_ALIAS)
+    source = quote_identifier(SOURCE_ALIAS)
+    return " AND ".join(
+        f"{target}.{quote_identifier(k)} <=> {source}.{quote_identifier(k)}" for k in keys
+    )
+
+
 def merge_condition(keys: tuple[str, ...], app_id: str, batch_id: int) -> str:
     """The MERGE ON clause: literal app id and batch id, then a null-safe match on each key.
 
     The literals let Delta skip every target file whose lineage statistics exclude this batch, so
     the MERGE reads files of this batch only, whatever the size of the table.
     """
-    target = quote_identifier(TARGET_ALIAS)
-    source = quote_identifier(SOURCE_ALIAS)
-    key_matches = (
-        f"{target}.{quote_identifier(k)} <=> {source}.{quote_identifier(k)}" for k in keys
-    )
-    return " AND ".join([batch_scope(app_id, batch_id), *key_matches])
+    return f"{batch_scope(app_id, batch_id)} AND {key_match(keys)}"
 
 
 @dataclass(frozen=True)
@@ -165,11 +169,8 @@ def dedup_condition(
     window: TimeWindow | None,
 ) -> str:
     """The MERGE ON clause for a table's dedup scope: its `dedup_scope`, then each key matched."""
-    target = quote_identifier(TARGET_ALIAS)
-    source = quote_identifier(SOURCE_ALIAS)
-    matches = [f"{target}.{quote_identifier(k)} <=> {source}.{quote_identifier(k)}" for k in keys]
     within = dedup_scope(scope, app_id, batch_id, window)
-    return " AND ".join([within, *matches] if within is not None else matches)
+    return key_match(keys) if within is None else f"{within} AND {key_match(keys)}"
 
 
 def should_append(scope: DedupScope, batch_id: int, high_water: int | None) -> bool:

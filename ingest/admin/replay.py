@@ -28,7 +28,7 @@ from ingest.commit import (
     time_window,
     with_lineage,
 )
-from ingest.commit.upsert import DELETE_COLUMN, plan_upsert, upsert_clauses, write_tombstones
+from ingest.commit.upsert import DELETE_COLUMN, plan_upsert, write_upsert_deletes
 from ingest.decisions import batch_scope, dedup_condition
 from ingest.sources import Source, recorded_source
 from quality.fates import landed_columns
@@ -270,11 +270,9 @@ def _apply_upsert(
         upsert=upsert.counts,
     )
     source = with_lineage(upsert.source, app_id, batch_id, datetime.now(UTC))
-    if upsert.counts["deletes"]:
-        write_tombstones(spark, spec, source, schema)
+    on, clauses = write_upsert_deletes(spark, spec, schema, source, upsert.counts["deletes"])
     fault_point("before_write", batch_id)
-    on = dedup_condition("table", spec.keys, app_id, batch_id, None)
-    metrics = merge_into(spark, spec.name, source, on, upsert_clauses(spec, source.columns), meta)
+    metrics = merge_into(spark, spec.name, source, on, clauses, meta)
     fault_point("after_commit", batch_id)
     metrics = metrics or {}
     inserted = metrics.get("num_inserted_rows", 0)

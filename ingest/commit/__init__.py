@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
+from contextlib import nullcontext
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -50,7 +51,7 @@ from ingest.commit.result import BatchResult as BatchResult
 from ingest.commit.result import BatchStatus as BatchStatus
 from ingest.commit.result import result_from_entry as result_from_entry
 from ingest.commit.skip import skip_committed
-from ingest.commit.upsert import DELETE_COLUMN, plan_upsert, upsert_clauses, write_tombstones
+from ingest.commit.upsert import DELETE_COLUMN, plan_upsert, write_upsert_deletes
 from ingest.decisions import decide_batch, dedup_condition, dedup_scope, should_append
 from ingest.timings import Stopwatch
 from quality.audit import audit_before_commit
@@ -167,17 +168,16 @@ def commit_batch(
                     with_raw_record(rejected, schema), spec, app_id, batch_id, ingested_at
                 )
         merge_source = with_lineage(landable, app_id, batch_id, ingested_at)
+        condition = dedup_condition(spec.dedup, spec.keys, app_id, batch_id, window)
         clauses = None
         if plan is not None and append:  # an empty batch: its marker and entry only
             merge_source = merge_source.drop(DELETE_COLUMN)
         elif plan is not None:
-            if plan.counts["deletes"]:
-                with watch.stage("tombstones"):
-                    write_tombstones(spark, spec, merge_source, schema)
-            clauses = upsert_clauses(spec, merge_source.columns)
-        condition = dedup_condition(
-            "table" if plan else spec.dedup, spec.keys, app_id, batch_id, window
-        )
+            deletes = plan.counts["deletes"]
+            with watch.stage("tombstones") if deletes else nullcontext():
+                condition, clauses = write_upsert_deletes(
+                    spark, spec, schema, merge_source, deletes
+                )
         with watch.stage("write"):
             result = write_with_retries(
                 spark,

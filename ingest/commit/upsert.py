@@ -21,8 +21,10 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import Window
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructField, StructType
 
 from ingest.commit.merge import error_kind_of
+from ingest.decisions import key_match
 from tables.catalog import create_table, table_exists
 from tables.errors import ConfigError, first_line
 from tables.identifiers import quote_identifier, shorten
@@ -37,7 +39,6 @@ from tables.spec import (
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
-    from pyspark.sql.types import StructType
 
     from tables.spec import TableSpec
 
@@ -98,7 +99,7 @@ def plan_upsert(
         .where(F.col("_lh_rank") == 1)
         .drop("_lh_rank")
     )
-    after_tombstone = F.lit(False)
+    older = F.lit(False)
     if table_exists(spark, spec.tombstones_name):
         tombstones = spark.table(spec.tombstones_name).select(
             *spec.keys, F.col(sequence).alias("_lh_tombstone")
@@ -106,10 +107,9 @@ def plan_upsert(
         reduced = reduced.join(tombstones, on=list(spec.keys), how="left")
         tomb, seq = F.col("_lh_tombstone"), F.col(sequence)
         # A tombstone at the same sequence value is this delete's own (a retry): apply it again.
-        older = (tomb > seq) | ((tomb == seq) & ~F.col(DELETE_COLUMN))
-        after_tombstone = F.coalesce(older, F.lit(False))
-        reduced = reduced.withColumn("_lh_after_tombstone", after_tombstone)
-        after_tombstone = F.col("_lh_after_tombstone")
+        older = F.coalesce((tomb > seq) | ((tomb == seq) & ~F.col(DELETE_COLUMN)), F.lit(False))
+    reduced = reduced.withColumn("_lh_after_tombstone", older)
+    after_tombstone = F.col("_lh_after_tombstone")
     row = reduced.agg(
         F.count(F.lit(1)).alias("keys"),
         F.sum(after_tombstone.cast("int")).alias("after_tombstone"),
@@ -136,14 +136,32 @@ def upsert_clauses(spec: TableSpec, columns: list[str]) -> list[str]:
     # A row without a sequence value (landed before the table was an upsert table) is older.
     newer = f"(t.{column} IS NULL OR s.{column} > t.{column})"
     flag = f"s.{quote_identifier(DELETE_COLUMN)}"
-    names = [quote_identifier(c) for c in columns if c != DELETE_COLUMN]
-    sets = ", ".join(f"t.{c} = s.{c}" for c in names)
-    values = ", ".join(f"s.{c}" for c in names)
+    update, insert = _copy_clauses([c for c in columns if c != DELETE_COLUMN])
     return [
         f"WHEN MATCHED AND {flag} AND {newer} THEN DELETE",
-        f"WHEN MATCHED AND NOT {flag} AND {newer} THEN UPDATE SET {sets}",
-        f"WHEN NOT MATCHED AND NOT {flag} THEN INSERT ({', '.join(names)}) VALUES ({values})",
+        f"WHEN MATCHED AND NOT {flag} AND {newer} THEN {update}",
+        f"WHEN NOT MATCHED AND NOT {flag} THEN {insert}",
     ]
+
+
+def write_upsert_deletes(
+    spark: SparkSession, spec: TableSpec, schema: StructType, source: DataFrame, deletes: int
+) -> tuple[str, list[str]]:
+    """Record the source's deletes as tombstones (if any), then give the MERGE's ON and clauses.
+
+    The one sequence both a batch's commit and a replay run before an upsert's MERGE.
+    """
+    if deletes:
+        write_tombstones(spark, spec, source, schema)
+    return key_match(spec.keys), upsert_clauses(spec, source.columns)
+
+
+def _copy_clauses(columns: list[str]) -> tuple[str, str]:
+    """`UPDATE SET t.c = s.c, ...` and `INSERT (c, ...) VALUES (s.c, ...)` over `columns`."""
+    names = [quote_identifier(c) for c in columns]
+    update = "UPDATE SET " + ", ".join(f"t.{c} = s.{c}" for c in names)
+    insert = f"INSERT ({', '.join(names)}) VALUES ({', '.join(f's.{c}' for c in names)})"
+    return update, insert
 
 
 def write_tombstones(
@@ -156,28 +174,18 @@ def write_tombstones(
     sequence = _sequence(spec)
     columns = [APP_ID_COLUMN, BATCH_ID_COLUMN, INGESTED_AT_COLUMN, *spec.keys, sequence]
     deletes = source.where(F.col(DELETE_COLUMN)).select(*columns)
-    ddl = ", ".join(
-        f"{quote_identifier(f.name)} {f.dataType.simpleString()}"
-        for f in schema.fields
-        if f.name in (*spec.keys, sequence)
+    kept = [StructField(f.name, f.dataType) for f in schema.fields if f.name in columns]
+    create_table(
+        spark,
+        spec.tombstones_name,
+        StructType([*parse_struct(LINEAGE_DDL).fields, *kept]),
+        properties={},
     )
-    create_table(spark, spec.tombstones_name, parse_struct(f"{LINEAGE_DDL}, {ddl}"), properties={})
-    on = " AND ".join(f"t.{quote_identifier(k)} <=> s.{quote_identifier(k)}" for k in spec.keys)
-    names = [quote_identifier(c) for c in columns]
     newer = f"s.{quote_identifier(sequence)} > t.{quote_identifier(sequence)}"
+    update, insert = _copy_clauses(columns)
+    clauses = [f"WHEN MATCHED AND {newer} THEN {update}", f"WHEN NOT MATCHED THEN {insert}"]
     try:
-        merge_into(
-            spark,
-            spec.tombstones_name,
-            deletes,
-            on,
-            [
-                f"WHEN MATCHED AND {newer} THEN UPDATE SET "
-                + ", ".join(f"t.{c} = s.{c}" for c in names),
-                f"WHEN NOT MATCHED THEN INSERT ({', '.join(names)}) "
-                f"VALUES ({', '.join(f's.{c}' for c in names)})",
-            ],
-        )
+        merge_into(spark, spec.tombstones_name, deletes, key_match(spec.keys), clauses)
     except Exception as exc:  # a lost race is transient like the target's; the rest named
         raise error_kind_of(exc) from exc
 
