@@ -14,13 +14,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tables.identifiers import literal_path, quote_identifier, sql_string_literal
+from tables.spec import QUARANTINE_SUFFIX, TOMBSTONES_SUFFIX
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 LEDGER_VIEW_SUFFIX = "_ledger"
 #: Tables whose commits carry no ledger of their own: no view is made for them.
-_NOT_LEDGERED = ("_quarantine", "_tombstones", LEDGER_VIEW_SUFFIX)
+_NOT_LEDGERED = (QUARANTINE_SUFFIX, TOMBSTONES_SUFFIX, LEDGER_VIEW_SUFFIX)
 _QUALITY_TABLE = "lakehouse_quality"
 _COMMIT_INFO = (
     "commitInfo STRUCT<timestamp: BIGINT, operation: STRING, "

@@ -45,6 +45,10 @@ LINEAGE_DDL = (
 RESCUED_COLUMN = "_lh_rescued"
 RESCUED_DDL = f"{RESCUED_COLUMN} STRING"
 
+#: The project's companion tables of a target `<table>`: its rejected rows, its upsert deletes.
+QUARANTINE_SUFFIX = "_quarantine"
+TOMBSTONES_SUFFIX = "_tombstones"
+
 TXN_RETENTION_PROPERTY = "delta.setTransactionRetentionDuration"
 DEFAULT_REPLAY_WINDOW = timedelta(days=7)
 
@@ -309,7 +313,7 @@ class TableSpec:
     @property
     def tombstones_name(self) -> str:
         """The name of this table's tombstone table (deleted keys of an upsert table)."""
-        return f"{self.name}_tombstones"
+        return f"{self.name}{TOMBSTONES_SUFFIX}"
 
     @property
     def table_partitions(self) -> tuple[str, ...]:
@@ -361,4 +365,4 @@ class TableSpec:
 
 def quarantine_table_name(table: str) -> str:
     """The quarantine table of `table`: `<table>_quarantine`, in the same database."""
-    return f"{table}_quarantine"
+    return f"{table}{QUARANTINE_SUFFIX}"

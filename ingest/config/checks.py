@@ -20,12 +20,11 @@ from ingest.config.where import Where, located
 from ingest.triggers import parse_trigger
 from tables.errors import ConfigError
 from tables.identifiers import case_collisions, shorten
+from tables.spec import QUARANTINE_SUFFIX, TOMBSTONES_SUFFIX
 
 if TYPE_CHECKING:
     from ingest.config.model import LakehouseConfig, PipelineSpec
 
-QUARANTINE_SUFFIX = "_quarantine"
-TOMBSTONES_SUFFIX = "_tombstones"
 #: Table names the project itself uses (see quality/audit.py).
 RESERVED_TABLES = frozenset({"lakehouse_quality"})
 _URI = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):/.*", re.DOTALL)
