@@ -15,6 +15,7 @@ PROTOCOL.md describes them (the checksum, the commits' and checkpoint's `txn` ac
 
 from __future__ import annotations
 
+import contextlib
 import re
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -147,8 +148,8 @@ def find_ledger_entry(
     Right after a commit, or on a retried batch, the newest commit is almost always the one
     asked for.
     """
-    require_table(spark, table)
-    latest = latest_ledger_entry(spark, table)
+    with naming_missing_table(spark, table):
+        latest = latest_ledger_entry(spark, table)
     if latest is not None and is_batch_entry(latest, app_id, batch_id):
         return latest
     for limit in (4, 64, None):
@@ -178,6 +179,20 @@ def latest_ledger_entry(spark: SparkSession, table: str) -> LedgerEntry | None:
             return ledger_entry_from_history(row)
     rows = history_rows(spark, table, 1)
     return ledger_entry_from_history(rows[0]) if rows else None
+
+
+@contextmanager
+def naming_missing_table(spark: SparkSession, table: str) -> Iterator[None]:
+    """Turn a failed read of a table that is not in the catalog into TableNotFoundError.
+
+    The per-batch reads look the table up only when they fail: a catalog lookup before each
+    read costs more than the marker read itself.
+    """
+    try:
+        yield
+    except Exception:
+        require_table(spark, table)
+        raise
 
 
 @contextmanager
@@ -238,12 +253,11 @@ def read_markers(spark: SparkSession, table: str) -> MarkerRead:
     new version (delta-io/delta#4708, fixed on Delta's master by #6929, in no release yet); the
     checksum holds the same markers and costs no job.
     """
-    require_table(spark, table)
     max_listed = int(
         spark.conf.get(CHECKSUM_MARKERS_MAX_CONF, str(CHECKSUM_MARKERS_MAX_DEFAULT))
         or CHECKSUM_MARKERS_MAX_DEFAULT
     )
-    with naming_damaged_log(table):
+    with naming_missing_table(spark, table), naming_damaged_log(table):
         if is_classic(spark):
             return _classic_markers(spark, table, max_listed)
         return _logged_markers(spark, table, max_listed)
@@ -324,6 +338,37 @@ def _replayed_markers(spark: SparkSession, log: str, version: int) -> dict[str, 
     if "txn" in commits.columns:
         note(commits.where((version_of > checkpoint) & (version_of <= version)))
     return {app: batch for app, (_, batch) in found.items()}
+
+
+@contextmanager
+def state_prefetched(spark: SparkSession, table: str) -> Iterator[None]:
+    """Rebuild the table's current state in the background while the block runs.
+
+    Delta's idempotent write reads its marker through `Snapshot.transactions`, which rebuilds
+    the new version's state with a Spark job (delta-io/delta#4708), and any scan of the table
+    waits for the same rebuild. Neither needs the batch, so a commit starts it beside its own
+    preparation, on the second core, instead of after it. The rebuild is Delta's own (a lazy,
+    once-per-snapshot value): the marker stays Delta's to check, and a failure here is left to
+    the read that needs the state, which raises it with its context. Classic sessions only; over
+    Spark Connect the block runs alone.
+    """
+    if not is_classic(spark):
+        yield
+        return
+    from pyspark import InheritableThread
+
+    from tables.jvm import delta
+
+    def rebuild() -> None:
+        with contextlib.suppress(Exception):
+            delta.read_snapshot(spark, table, delta.state_markers)
+
+    thread = InheritableThread(target=rebuild, name=f"lakehouse-state-{table}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join()
 
 
 def committed_batches(spark: SparkSession, table: str) -> dict[str, int]:

@@ -7,7 +7,7 @@ Protocol (docs/DESIGN.md walks through it and its failure modes):
    carry one, else by the content hash; different content is an error.
 3. Materialise the batch once (persist) so every later step sees the same rows, even from a
    non-deterministic source; classify rows; count them, hash their content and bound their keys
-   in one job.
+   in one job. Meanwhile Delta rebuilds the table state the audit and the write wait for.
 4. Audit the keys the batch lands against the table version the marker was read from; the
    outcome goes into the ledger entry.
 5. Write rejected rows to the quarantine table (idempotent per batch through its own marker).
@@ -60,10 +60,9 @@ from quality.fates import landed_columns
 from quality.malformed import landable_rows, with_raw_record
 from quality.quarantine import REASON_COLUMN, ensure_quarantine_table, write_quarantine
 from quality.results import CheckResult, audit_entry, checks_from_ledger, record
-from tables.catalog import require_table
 from tables.errors import CheckpointLostError, ExpectationFailedError
 from tables.identifiers import validate_app_id
-from tables.log import CommitMetadata, naming_damaged_log, read_markers
+from tables.log import CommitMetadata, naming_damaged_log, read_markers, state_prefetched
 from tables.spec import TableSpec
 
 if TYPE_CHECKING:
@@ -100,11 +99,10 @@ def commit_batch(
         raise ValueError(f"batch_id must be a non-negative int, got {batch_id!r}")
     if max_attempts < 1:
         raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
-    require_table(spark, spec.name)
     schema = spec.data_schema(spark)
     assert_batch_schema(batch.schema, schema, spec.name)
 
-    read = read_markers(spark, spec.name)
+    read = read_markers(spark, spec.name)  # TableNotFoundError if the table is not there
     committed = read.markers.get(app_id)
     action = decide_batch(batch_id, committed, fail_on_rewind=fail_on_rewind)
     if action == "rewound":
@@ -113,7 +111,7 @@ def commit_batch(
         return skip_committed(spark, spec, app_id, batch_id, batch, schema, committed, source)
 
     watch = Stopwatch()
-    with watch.stage("prepare"):
+    with watch.stage("prepare"), state_prefetched(spark, spec.name):
         prepared = prepare_batch(spark, spec, schema, batch, raw_format, reader_options, gate)
     try:
         stats = prepared.stats

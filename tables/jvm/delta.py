@@ -13,6 +13,7 @@ Spark Connect.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Mapping
 from datetime import datetime
@@ -93,15 +94,16 @@ def newest_commit(spark: SparkSession, table: str) -> dict[str, Any] | None:
             return None
         if not found.isDefined():
             return None
-        info = found.get()
-        metrics = info.operationMetrics()
-        metadata = info.userMetadata()
+        # The action's own JSON in one call: walking its Scala map over py4j costs a round trip
+        # per entry and a converted exception at the end (about 15 ms a commit).
+        info = json.loads(found.get().json())["commitInfo"]
+        metrics = info.get("operationMetrics") or {}
         return {
             "version": version,
-            "timestamp": datetime.fromtimestamp(info.timestamp().getTime() / 1000),
-            "operation": info.operation(),
-            "userMetadata": metadata.get() if metadata.isDefined() else None,
-            "operationMetrics": _java_map(jvm, metrics.get()) if metrics.isDefined() else {},
+            "timestamp": datetime.fromtimestamp(int(info["timestamp"]) / 1000),
+            "operation": info.get("operation"),
+            "userMetadata": info.get("userMetadata"),
+            "operationMetrics": {str(k): str(v) for k, v in metrics.items()},
         }
 
     return read_snapshot(spark, table, read)
@@ -132,8 +134,3 @@ def commit_bare_markers(
         )
     finally:
         sessions.setActiveSession(java_session(spark, operation))
-
-
-def _java_map(jvm: Any, scala_map: Any) -> dict[str, str]:
-    converted = jvm.scala.jdk.javaapi.CollectionConverters.asJava(scala_map)
-    return {str(k): str(v) for k, v in dict(converted).items()}

@@ -6,18 +6,23 @@ from datetime import datetime
 from pathlib import Path
 from typing import TypeVar
 
+import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from ingest.commit import commit_batch
 from tables.catalog import table_detail
+from tables.errors import TableNotFoundError
+from tables.jvm import delta
 from tables.log import (
     CommitMetadata,
     committed_batch,
     describe_source,
+    find_ledger_entry,
     is_checksum_complete,
     latest_ledger_entry,
     ledger_entry_from_history,
     read_markers,
+    state_prefetched,
 )
 from tables.spec import TableSpec
 from tests.support.delta_cache import clear_log_cache
@@ -146,6 +151,71 @@ def test_the_newest_commit_is_read_as_a_ledger_entry_without_a_spark_job(
     assert entry is not None
     assert jobs == 0
     assert (entry.version, entry.meta.batch_id, entry.rows_inserted) == (result.version, 0, 2)
+
+
+def _state_read(spark: SparkSession, table: str) -> Callable[[], dict[str, int]]:
+    """Delta's own marker read: the state rebuild its idempotent writes wait for."""
+    return lambda: delta.read_snapshot(spark, table, delta.state_markers)
+
+
+def test_a_prefetched_state_leaves_deltas_own_marker_read_without_a_job(
+    spark: SparkSession, make_table: Callable[..., TableSpec]
+) -> None:
+    spec = make_table()
+    commit_batch(spark, spec, "app", 0, _rows(spark, 0))
+    commit_batch(spark, spec, "app", 1, _rows(spark, 1))
+
+    with state_prefetched(spark, spec.name):
+        spark.range(10).count()  # the block's own work, beside the rebuild
+    markers, jobs = _jobs_of(spark, _state_read(spark, spec.name))
+
+    assert (markers, jobs) == ({"app": 1}, 0)
+
+
+def test_without_a_prefetch_deltas_own_marker_read_rebuilds_the_state(
+    spark: SparkSession, make_table: Callable[..., TableSpec]
+) -> None:
+    spec = make_table()
+    commit_batch(spark, spec, "app", 0, _rows(spark, 0))
+    commit_batch(spark, spec, "app", 1, _rows(spark, 1))
+
+    markers, jobs = _jobs_of(spark, _state_read(spark, spec.name))
+
+    assert markers == {"app": 1}
+    assert jobs >= 1
+
+
+def test_a_failed_prefetch_is_left_to_the_read_that_needs_the_state(
+    spark: SparkSession, make_table: Callable[..., TableSpec]
+) -> None:
+    missing = f"{make_table().name}_never_created"
+
+    with state_prefetched(spark, missing):
+        done = spark.range(3).count()
+
+    assert done == 3
+
+
+def test_the_embedded_session_builds_plans_without_call_site_capture(spark: SparkSession) -> None:
+    from pyspark.errors.utils import is_debugging_enabled
+
+    assert spark.conf.get("spark.python.sql.dataFrameDebugging.enabled") == "false"
+    assert not is_debugging_enabled()
+
+
+def test_a_missing_table_is_named_by_the_reads_that_look_it_up_only_on_failure(
+    spark: SparkSession, make_table: Callable[..., TableSpec]
+) -> None:
+    spec = make_table()
+    missing = TableSpec(f"{spec.name}_never_created", EVENT_DDL, ("event_id",))
+    expected = f"table '{missing.name}' not found in the catalog"
+
+    with pytest.raises(TableNotFoundError, match=expected):
+        read_markers(spark, missing.name)
+    with pytest.raises(TableNotFoundError, match=expected):
+        find_ledger_entry(spark, missing.name, "app", 0)
+    with pytest.raises(TableNotFoundError, match=expected):
+        commit_batch(spark, missing, "app", 0, _rows(spark, 0))
 
 
 def _rows(spark: SparkSession, batch_id: int) -> DataFrame:
