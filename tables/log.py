@@ -18,10 +18,10 @@ from __future__ import annotations
 import contextlib
 import re
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pyspark.sql import functions as F
 
@@ -42,6 +42,7 @@ from tables.session import clone_session
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+T = TypeVar("T")
 _LOG_FILE = re.compile(r"[^\s'\"\[\](),]*_delta_log/[^\s'\"\[\](),]+")
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 CHECKSUM_MARKERS_MAX_CONF = "spark.databricks.delta.setTransactionsInCrc.maxAllowed"
@@ -146,10 +147,13 @@ def find_ledger_entry(
     """Find the commit of (app id, batch id): the newest commit first, then recent history.
 
     Right after a commit, or on a retried batch, the newest commit is almost always the one
-    asked for.
+    asked for. That look goes to the snapshot this process read last (its marker read, which
+    decided the batch, or its own commit), not to a new listing of the log: one that is stale
+    only sends the search on to history.
     """
-    with naming_missing_table(spark, table):
-        latest = latest_ledger_entry(spark, table)
+    latest = looked_up_on_failure(
+        spark, table, lambda: latest_ledger_entry(spark, table, fresh=False)
+    )
     if latest is not None and is_batch_entry(latest, app_id, batch_id):
         return latest
     for limit in (4, 64, None):
@@ -164,35 +168,38 @@ def is_batch_entry(entry: LedgerEntry, app_id: str, batch_id: int) -> bool:
     return (entry.meta.app_id, entry.meta.batch_id, entry.meta.kind) == (app_id, batch_id, "batch")
 
 
-def latest_ledger_entry(spark: SparkSession, table: str) -> LedgerEntry | None:
+def latest_ledger_entry(
+    spark: SparkSession, table: str, *, fresh: bool = True
+) -> LedgerEntry | None:
     """The ledger entry of the newest commit; None if that commit is not this project's.
 
-    A classic session reads the commit's one file (no Spark job); otherwise the newest row of
-    DESCRIBE HISTORY.
+    A classic session reads the commit's one file (no Spark job), with `fresh=False` the newest
+    commit of the snapshot it read last; otherwise the newest row of DESCRIBE HISTORY.
     """
     if is_classic(spark):
         from tables.jvm import delta
 
         with naming_damaged_log(table):
-            row = delta.newest_commit(spark, table)
+            row = delta.newest_commit(spark, table, fresh=fresh)
         if row is not None:
             return ledger_entry_from_history(row)
     rows = history_rows(spark, table, 1)
     return ledger_entry_from_history(rows[0]) if rows else None
 
 
-@contextmanager
-def naming_missing_table(spark: SparkSession, table: str) -> Iterator[None]:
-    """Turn a failed read of a table that is not in the catalog into TableNotFoundError.
+def looked_up_on_failure(spark: SparkSession, table: str, read: Callable[[], T]) -> T:
+    """`read()`, looking the table up in the catalog only if it fails, then reading once more.
 
-    The per-batch reads look the table up only when they fail: a catalog lookup before each
-    read costs more than the marker read itself.
+    A per-batch read costs less than a catalog lookup before it. The lookup raises
+    TableNotFoundError for a table that is not there, and registers one that another process
+    created in the embedded warehouse since this session started; a second failure is the
+    read's own.
     """
     try:
-        yield
+        return read()
     except Exception:
         require_table(spark, table)
-        raise
+    return read()
 
 
 @contextmanager
@@ -257,10 +264,14 @@ def read_markers(spark: SparkSession, table: str) -> MarkerRead:
         spark.conf.get(CHECKSUM_MARKERS_MAX_CONF, str(CHECKSUM_MARKERS_MAX_DEFAULT))
         or CHECKSUM_MARKERS_MAX_DEFAULT
     )
-    with naming_missing_table(spark, table), naming_damaged_log(table):
-        if is_classic(spark):
-            return _classic_markers(spark, table, max_listed)
-        return _logged_markers(spark, table, max_listed)
+
+    def read() -> MarkerRead:
+        with naming_damaged_log(table):
+            if is_classic(spark):
+                return _classic_markers(spark, table, max_listed)
+            return _logged_markers(spark, table, max_listed)
+
+    return looked_up_on_failure(spark, table, read)
 
 
 def _classic_markers(spark: SparkSession, table: str, max_listed: int) -> MarkerRead:
@@ -342,7 +353,7 @@ def _replayed_markers(spark: SparkSession, log: str, version: int) -> dict[str, 
 
 @contextmanager
 def state_prefetched(spark: SparkSession, table: str) -> Iterator[None]:
-    """Rebuild the table's current state in the background while the block runs.
+    """Rebuild the state of the table's snapshot last read in the background while the block runs.
 
     Delta's idempotent write reads its marker through `Snapshot.transactions`, which rebuilds
     the new version's state with a Spark job (delta-io/delta#4708), and any scan of the table
@@ -359,9 +370,9 @@ def state_prefetched(spark: SparkSession, table: str) -> Iterator[None]:
 
     from tables.jvm import delta
 
-    def rebuild() -> None:
+    def rebuild() -> None:  # the snapshot the marker was just read from: no new listing
         with contextlib.suppress(Exception):
-            delta.read_snapshot(spark, table, delta.state_markers)
+            delta.read_snapshot(spark, table, delta.state_markers, fresh=False)
 
     thread = InheritableThread(target=rebuild, name=f"lakehouse-state-{table}", daemon=True)
     thread.start()

@@ -35,11 +35,21 @@ def _delta_log(spark: SparkSession, table: str, operation: str) -> Any:
     return delta_log.forTable(jspark, identifier)
 
 
-def read_snapshot(spark: SparkSession, table: str, read: Callable[[Any], T]) -> T:
-    """Apply `read` to the table's current snapshot (reading the newest checkpoint and commits)."""
+def read_snapshot(
+    spark: SparkSession, table: str, read: Callable[[Any], T], *, fresh: bool = True
+) -> T:
+    """Apply `read` to the table's current snapshot (reading the newest checkpoint and commits).
+
+    With `fresh=False`, to the snapshot this process read last (its last marker read or its own
+    commit) instead: no listing of the log, which on a file system without ordered listing
+    (local disks, HDFS) reads every file name of `_delta_log` and grows with the log.
+    """
     operation = f"reading the Delta log of {table}"
+    log = _delta_log(spark, table, operation)
+    if not fresh:
+        return read(log.unsafeVolatileSnapshot())
     none = gateway(spark, operation).scala.Option.empty()
-    return read(_delta_log(spark, table, operation).update(False, none, none))
+    return read(log.update(False, none, none))
 
 
 def checksum_markers(snapshot: Any) -> dict[str, int] | None:
@@ -73,8 +83,10 @@ def has_marker_retention(snapshot: Any, retention_property: str) -> bool:
     return bool(snapshot.metadata().configuration().contains(retention_property))
 
 
-def newest_commit(spark: SparkSession, table: str) -> dict[str, Any] | None:
+def newest_commit(spark: SparkSession, table: str, *, fresh: bool = True) -> dict[str, Any] | None:
     """The newest commit's history row (version, timestamp, operation, userMetadata, metrics).
+
+    `fresh=False`: of the snapshot this process read last (`read_snapshot`).
 
     Read from the one `<version>.json` through Delta's `getCommitInfoOpt` and the table's log
     store, so any store Delta supports works; None when the commit is not a plain `<v>.json`
@@ -106,7 +118,7 @@ def newest_commit(spark: SparkSession, table: str) -> dict[str, Any] | None:
             "operationMetrics": {str(k): str(v) for k, v in metrics.items()},
         }
 
-    return read_snapshot(spark, table, read)
+    return read_snapshot(spark, table, read, fresh=fresh)
 
 
 def commit_bare_markers(

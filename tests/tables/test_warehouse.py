@@ -84,6 +84,21 @@ def test_a_table_another_process_created_is_found_by_name(spark: SparkSession) -
     assert spark.table("made_elsewhere").count() == 3
 
 
+def test_a_batch_commits_into_a_table_another_process_created(spark: SparkSession) -> None:
+    from ingest.commit import commit_batch
+    from tables.spec import TableSpec
+
+    spec = TableSpec("made_elsewhere_for_a_batch", "id BIGINT NOT NULL", ("id",))
+    location = table_location(warehouse_dir(spark), spec.name)
+    spark.createDataFrame([], spec.table_schema(spark)).write.format("delta").save(location)
+    assert not spark.catalog.tableExists(spec.name)
+
+    result = commit_batch(spark, spec, "app", 0, spark.range(3))
+
+    assert (result.status, result.rows_inserted) == ("committed", 3)
+    assert spark.table(spec.name).count() == 3
+
+
 def test_register_all_and_create_at_the_managed_location(spark: SparkSession) -> None:
     spark.range(2).write.format("delta").save(table_location(warehouse_dir(spark), "listed_one"))
     assert "listed_one" in register_all(spark)
