@@ -92,9 +92,13 @@ def grow_log(spark: SparkSession, table: TableSpec, commits: int) -> None:
 
 
 def committer(
-    spark: SparkSession, table: TableSpec, rows: int, first: int = 0, days: float = 0.0
+    spark: SparkSession, table: TableSpec, rows: int, first: int = 30_000_000, days: float = 0.0
 ) -> Action:
     """Commit batch `i` exactly once as app id `b`: `rows` events with ids from `first + i*rows`.
+
+    Every workload's ids have eight digits, so a batch's key range (as text) holds its own keys
+    only, as with time-ordered ids: the audit reads no earlier batch's files. (Ids from 0 would
+    put `e100000` inside the range `e0`-`e19999` of batch 0.)
 
     The batch's source record carries a fingerprint of the generator's arguments, which fix its
     content, as a file source's carries its files: a re-run of the batch is checked by it.

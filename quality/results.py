@@ -35,6 +35,8 @@ QUALITY_DDL = (
     "action STRING, files_read BIGINT"
 )
 DUPLICATE_KEYS_CHECK = "duplicate_record_keys"
+#: A stream appends its buffered outcomes every this many batches (or `flush_seconds`).
+FLUSH_EVERY = 20
 CheckStatus = Literal["passed", "failed", "repaired"]
 
 
@@ -170,7 +172,7 @@ class ResultLog:
 
     spark: SparkSession
     txn_app_id: str
-    flush_every: int = 20
+    flush_every: int = FLUSH_EVERY
     flush_seconds: float = 60.0
     clock: Callable[[], float] = time.monotonic
     _pending: list[tuple[int, list[CheckResult]]] = field(default_factory=list)
