@@ -7,10 +7,11 @@ Protocol (docs/DESIGN.md walks through it and its failure modes):
    carry one, else by the content hash; different content is an error.
 3. Materialise the batch once (persist) so every later step sees the same rows, even from a
    non-deterministic source; classify rows; count them, hash their content and bound their keys
-   in one job. Meanwhile Delta rebuilds the table state the audit and the write wait for.
+   in one job. Write rejected rows to the quarantine table (idempotent per batch through its
+   own marker). Meanwhile Delta rebuilds the table state the audit and the write wait for.
 4. Audit the keys the batch lands against the table version the marker was read from; the
    outcome goes into the ledger entry.
-5. Write rejected rows to the quarantine table (idempotent per batch through its own marker).
+5. Where the table is an upsert table, write the batch's deletes as tombstones first.
 6. Write the valid rows with the marker and the ledger entry in one commit: the MERGE, WHEN NOT
    MATCHED INSERT, with the ON clause pinned to literal app id and batch id, in a clone of the
    session that alone carries txnAppId, txnVersion and userMetadata; or, where that MERGE can
@@ -24,7 +25,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from contextlib import nullcontext
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -51,7 +52,7 @@ from ingest.commit.result import BatchResult as BatchResult
 from ingest.commit.result import BatchStatus as BatchStatus
 from ingest.commit.result import result_from_entry as result_from_entry
 from ingest.commit.skip import skip_committed
-from ingest.commit.upsert import DELETE_COLUMN, plan_upsert, write_upsert_deletes
+from ingest.commit.upsert import DELETE_COLUMN, UpsertPlan, plan_upsert, write_upsert_deletes
 from ingest.decisions import decide_batch, dedup_condition, dedup_scope, should_append
 from ingest.timings import Stopwatch
 from quality.audit import audit_before_commit
@@ -67,6 +68,7 @@ from tables.spec import TableSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
 
     from quality.expectations import ExpectationGate, GateOutcome
 
@@ -111,41 +113,33 @@ def commit_batch(
         return skip_committed(spark, spec, app_id, batch_id, batch, schema, committed, source)
 
     watch = Stopwatch()
-    with watch.stage("prepare"), state_prefetched(spark, spec.name):
-        prepared = prepare_batch(spark, spec, schema, batch, raw_format, reader_options, gate)
+    # Everything up to the audit leaves the table's state alone: Delta rebuilds it meanwhile.
+    with state_prefetched(spark, spec.name):
+        with watch.stage("prepare"):
+            prepared = prepare_batch(spark, spec, schema, batch, raw_format, reader_options, gate)
+        try:
+            staged = _stage(spark, spec, schema, app_id, batch_id, prepared, watch)
+        except BaseException:
+            prepared.classified.unpersist()
+            raise
     try:
-        stats = prepared.stats
-        if prepared.gate is not None and should_stop(prepared.gate):
-            record(spark, _gate_results(spec, app_id, batch_id, prepared.gate), txn=None)
-            raise ExpectationFailedError(stop_message(prepared.gate, spec.name, app_id, batch_id))
-        rows = prepared.rows
-        landable = rows.filter(landable_rows()).select(*landed_columns(schema, rows))
-        landing = stats.rows - stats.rows_rejected - stats.rows_copies
-        window = time_window(spec, schema, stats)
-        plan = None
-        if spec.merge == "upsert":
-            with watch.stage("plan"):
-                plan = plan_upsert(spark, spec, schema, landable, landing)
-            landable, landing = plan.source, plan.counts["upserts"] + plan.counts["deletes"]
-        # An upsert matches any row with the key: no scope.
-        scope = None if plan else dedup_scope(spec.dedup, app_id, batch_id, window)
+        stats, plan = prepared.stats, staged.plan
         # The first read of the table's state.
         with naming_damaged_log(spec.name), watch.stage("audit"):
             audit = audit_before_commit(
                 spark,
                 spec,
-                landable.select(*spec.keys),
-                landing,
+                staged.landable.select(*spec.keys),
+                staged.landing,
                 {key: (low, high) for key, low, high in stats.key_bounds},
                 read.version,
-                scope,
+                staged.scope,
                 (app_id, batch_id),
             )
             append = stats.rows == 0 or (
                 plan is None
                 and should_append(spec.dedup, batch_id, high_water(spark, spec.name, app_id))
             )
-        ingested_at = datetime.now(UTC)
         meta = CommitMetadata(
             app_id=app_id,
             batch_id=batch_id,
@@ -158,15 +152,7 @@ def commit_batch(
             audit=audit_entry(audit, read.version),
             upsert=plan.counts if plan else None,
         )
-        if stats.rows_rejected:
-            with watch.stage("quarantine"):
-                ensure_quarantine_table(spark, spec)
-                rejected = rows.filter(F.col(REASON_COLUMN).isNotNull())
-                write_quarantine(
-                    with_raw_record(rejected, schema), spec, app_id, batch_id, ingested_at
-                )
-        merge_source = with_lineage(landable, app_id, batch_id, ingested_at)
-        condition = dedup_condition(spec.dedup, spec.keys, app_id, batch_id, window)
+        merge_source, condition = staged.merge_source, staged.condition
         clauses = None
         if plan is not None and append:  # an empty batch: its marker and entry only
             merge_source = merge_source.drop(DELETE_COLUMN)
@@ -207,6 +193,59 @@ def commit_batch(
         )
     finally:
         prepared.classified.unpersist()
+
+
+@dataclass(frozen=True)
+class _Staged:
+    """A prepared batch's rows to land, quarantined, with its MERGE's source and condition."""
+
+    landable: DataFrame
+    landing: int
+    plan: UpsertPlan | None
+    scope: str | None
+    merge_source: DataFrame
+    condition: str
+
+
+def _stage(
+    spark: SparkSession,
+    spec: TableSpec,
+    schema: StructType,
+    app_id: str,
+    batch_id: int,
+    prepared: PreparedBatch,
+    watch: Stopwatch,
+) -> _Staged:
+    """Stop on a failed gate, plan an upsert, quarantine the rejected rows, build the MERGE's
+    source: the steps before the audit, none of which reads the table's state."""
+    stats = prepared.stats
+    if prepared.gate is not None and should_stop(prepared.gate):
+        record(spark, _gate_results(spec, app_id, batch_id, prepared.gate), txn=None)
+        raise ExpectationFailedError(stop_message(prepared.gate, spec.name, app_id, batch_id))
+    rows = prepared.rows
+    landable = rows.filter(landable_rows()).select(*landed_columns(schema, rows))
+    landing = stats.rows - stats.rows_rejected - stats.rows_copies
+    window = time_window(spec, schema, stats)
+    plan = None
+    if spec.merge == "upsert":
+        with watch.stage("plan"):
+            plan = plan_upsert(spark, spec, schema, landable, landing)
+        landable, landing = plan.source, plan.counts["upserts"] + plan.counts["deletes"]
+    ingested_at = datetime.now(UTC)
+    if stats.rows_rejected:
+        with watch.stage("quarantine"):
+            ensure_quarantine_table(spark, spec)
+            rejected = rows.filter(F.col(REASON_COLUMN).isNotNull())
+            write_quarantine(with_raw_record(rejected, schema), spec, app_id, batch_id, ingested_at)
+    return _Staged(
+        landable=landable,
+        landing=landing,
+        plan=plan,
+        # An upsert matches any row with the key: no scope.
+        scope=None if plan else dedup_scope(spec.dedup, app_id, batch_id, window),
+        merge_source=with_lineage(landable, app_id, batch_id, ingested_at),
+        condition=dedup_condition(spec.dedup, spec.keys, app_id, batch_id, window),
+    )
 
 
 def _gate_results(
