@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from contextlib import nullcontext
 from datetime import datetime
 from pathlib import Path
 from typing import TypeVar
@@ -158,31 +159,20 @@ def _state_read(spark: SparkSession, table: str) -> Callable[[], dict[str, int]]
     return lambda: delta.read_snapshot(spark, table, delta.state_markers)
 
 
-def test_a_prefetched_state_leaves_deltas_own_marker_read_without_a_job(
-    spark: SparkSession, make_table: Callable[..., TableSpec]
+@pytest.mark.parametrize("prefetched", [True, False])
+def test_deltas_own_marker_read_needs_a_job_unless_the_state_was_prefetched(
+    spark: SparkSession, make_table: Callable[..., TableSpec], prefetched: bool
 ) -> None:
     spec = make_table()
-    commit_batch(spark, spec, "app", 0, _rows(spark, 0))
-    commit_batch(spark, spec, "app", 1, _rows(spark, 1))
+    for batch_id in (0, 1):
+        commit_batch(spark, spec, "app", batch_id, _rows(spark, batch_id))
 
-    with state_prefetched(spark, spec.name):
+    with state_prefetched(spark, spec.name) if prefetched else nullcontext():
         spark.range(10).count()  # the block's own work, beside the rebuild
     markers, jobs = _jobs_of(spark, _state_read(spark, spec.name))
 
-    assert (markers, jobs) == ({"app": 1}, 0)
-
-
-def test_without_a_prefetch_deltas_own_marker_read_rebuilds_the_state(
-    spark: SparkSession, make_table: Callable[..., TableSpec]
-) -> None:
-    spec = make_table()
-    commit_batch(spark, spec, "app", 0, _rows(spark, 0))
-    commit_batch(spark, spec, "app", 1, _rows(spark, 1))
-
-    markers, jobs = _jobs_of(spark, _state_read(spark, spec.name))
-
     assert markers == {"app": 1}
-    assert jobs >= 1
+    assert (jobs == 0) is prefetched
 
 
 def test_a_failed_prefetch_is_left_to_the_read_that_needs_the_state(
