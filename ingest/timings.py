@@ -1,6 +1,6 @@
 """Where a batch's time goes: seconds per named stage, measured where the work happens.
 
-The commit measures its own stages (`prepare`, `audit`, `quarantine`, `write`); the stream runner
+The commit measures its own stages (`prepare`, `quarantine`, `audit`, `write`); the stream runner
 adds the whole commit, the audit's settling after it and the outcomes' append, so a batch's
 record (`<home>/logs/batches.jsonl`, the metrics) says which stage a slow batch spent its time in.
 """

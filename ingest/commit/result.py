@@ -42,7 +42,7 @@ class BatchResult:
     audit: CheckResult | None = None
     """The duplicate audit decided before the commit (final if no commit landed in between)."""
     timings: Mapping[str, float] = field(default_factory=dict)
-    """Seconds per stage: the commit's (`prepare`, `audit`, `quarantine`, `write`), then the
+    """Seconds per stage: the commit's (`prepare`, `quarantine`, `audit`, `write`), then the
     stream runner's (`commit`, `audit_settle`, `outcomes_append`, `batch`); `ingest.timings`."""
     source: Mapping[str, Any] = field(default_factory=dict)
     """The source record of the batch's ledger entry (its files, or Kafka offset ranges)."""
