@@ -25,7 +25,8 @@ from quality.results import (
 from tables.catalog import table_exists
 from tables.errors import DuplicatesFoundError
 from tables.faults import fault_point
-from tables.log import committed_batch, read_ledger
+from tables.log import read_ledger
+from tables.markers import committed_batch
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -33,7 +33,7 @@ from tables.catalog import ensure_table
 from tables.errors import CheckpointLostError, LakehouseError, TerminalError, error_summary
 from tables.faults import fault_point
 from tables.jvm import is_classic
-from tables.log import committed_batch
+from tables.markers import committed_batch
 from tables.storage import child_names, exists
 
 if TYPE_CHECKING:

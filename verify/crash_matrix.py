@@ -869,7 +869,8 @@ class Harness:
     def _verify(self) -> None:
         os.environ.setdefault("LAKEHOUSE_SPARK_MASTER", "local[2]")
         from tables.catalog import require_table
-        from tables.log import committed_batch, read_ledger
+        from tables.log import read_ledger
+        from tables.markers import committed_batch
         from tables.session import get_spark
 
         spark = get_spark(self.home, app_name="lakehouse-verify")

@@ -24,14 +24,8 @@ from tables.catalog import require_table, table_exists
 from tables.errors import ConfigError
 from tables.faults import fault_point
 from tables.identifiers import validate_app_id
-from tables.log import (
-    admin_metadata,
-    commit_markers,
-    committed_batch,
-    committed_batches,
-    read_ledger,
-    table_version,
-)
+from tables.log import admin_metadata, commit_markers, read_ledger, table_version
+from tables.markers import committed_batch, committed_batches
 
 if TYPE_CHECKING:
     from tables.log import LedgerEntry

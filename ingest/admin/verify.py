@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from quality.audit import audit_table
 from quality.markers import batch_markers
 from tables.catalog import require_table, table_exists
-from tables.log import LedgerEntry, committed_batches, history_rows, ledger_entry_from_history
+from tables.log import LedgerEntry, history_rows, ledger_entry_from_history
+from tables.markers import committed_batches
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -228,7 +228,7 @@ def reset_app(
         validate_reset_target,
     )
     from ingest.admin.apps import reset_app as run_reset
-    from tables.log import committed_batch
+    from tables.markers import committed_batch
 
     validate_table_name(table)
     validate_app_id(app_id)

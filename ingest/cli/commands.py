@@ -78,7 +78,8 @@ def status(
     """Show a table's state: version, size, files, rows, and each app's last committed batch."""
     from tables.catalog import table_detail, table_exists
     from tables.identifiers import validate_table_name
-    from tables.log import committed_batches, table_version
+    from tables.log import table_version
+    from tables.markers import committed_batches
     from tables.spec import quarantine_table_name
 
     validate_table_name(table)

@@ -180,7 +180,7 @@ def _metrics(spark: SparkSession, pipeline: PipelineSpec, spec: TableSpec) -> Ba
 
     from ingest.observe.metrics import BatchMetrics
     from tables.catalog import table_exists
-    from tables.log import committed_batch
+    from tables.markers import committed_batch
     from tables.spec import APP_ID_COLUMN
 
     metrics = BatchMetrics(spec.name, pipeline.app_id)

@@ -63,7 +63,8 @@ from quality.quarantine import REASON_COLUMN, ensure_quarantine_table, write_qua
 from quality.results import CheckResult, audit_entry, checks_from_ledger, record
 from tables.errors import CheckpointLostError, ExpectationFailedError
 from tables.identifiers import validate_app_id
-from tables.log import CommitMetadata, naming_damaged_log, read_markers, state_prefetched
+from tables.log import CommitMetadata, naming_damaged_log
+from tables.markers import read_markers, state_prefetched
 from tables.spec import TableSpec
 
 if TYPE_CHECKING:

@@ -30,13 +30,8 @@ from tables.errors import (
     first_line,
 )
 from tables.faults import fault_during_write, fault_point
-from tables.log import (
-    CommitMetadata,
-    committed_batch,
-    damaged_log_error,
-    find_ledger_entry,
-    merge_into,
-)
+from tables.log import CommitMetadata, damaged_log_error, find_ledger_entry, merge_into
+from tables.markers import committed_batch
 from tables.spec import TableSpec
 
 if TYPE_CHECKING:

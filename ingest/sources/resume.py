@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 from ingest.sources.kafka_admin import available_offsets
 from ingest.sources.offsets import next_offsets
 from tables.errors import CheckpointLostError
-from tables.log import committed_batch, read_ledger, recorded_offsets
+from tables.log import read_ledger, recorded_offsets
+from tables.markers import committed_batch
 from tables.storage import read_bytes, write_bytes
 
 if TYPE_CHECKING:

@@ -16,7 +16,8 @@ from ingest.config import PipelineSpec
 from ingest.runner import run_pipeline
 from ingest.sources import FileSource
 from tables.errors import CheckpointLostError, ConfigError
-from tables.log import committed_batch, read_ledger
+from tables.log import read_ledger
+from tables.markers import committed_batch
 from tables.spec import TableSpec
 
 MakeTable = Callable[..., TableSpec]

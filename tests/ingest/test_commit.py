@@ -13,13 +13,8 @@ from pyspark.sql import functions as F
 from ingest.commit import commit_batch
 from tables.catalog import table_detail
 from tables.errors import BatchContentMismatchError, CheckpointLostError, SchemaMismatchError
-from tables.log import (
-    committed_batch,
-    committed_batches,
-    find_ledger_entry,
-    read_ledger,
-    table_version,
-)
+from tables.log import find_ledger_entry, read_ledger, table_version
+from tables.markers import committed_batch, committed_batches
 from tables.spec import TableSpec
 
 MakeTable = Callable[..., TableSpec]

@@ -31,7 +31,8 @@ from tables.catalogs import CatalogSpec
 from tables.errors import BatchContentMismatchError, CheckpointLostError, ClassicOnlyError
 from tables.faults import ENV_VAR
 from tables.jvm import is_classic
-from tables.log import admin_metadata, commit_markers, committed_batches, read_ledger
+from tables.log import admin_metadata, commit_markers, read_ledger
+from tables.markers import committed_batches
 from tables.session import close_connect_session, connect_session
 from tables.spec import TableSpec
 from tests.support.kafka_broker import KafkaBroker

@@ -30,7 +30,8 @@ from ingest.runner import run_pipeline
 from ingest.sources import FileSource
 from tables.catalog import table_detail
 from tables.errors import CheckpointLostError, DamagedLogError, SchemaMismatchError
-from tables.log import committed_batch, committed_batches, read_ledger, table_version
+from tables.log import read_ledger, table_version
+from tables.markers import committed_batch, committed_batches
 from tables.spec import TableSpec
 from tests.support.delta_cache import clear_log_cache
 from tests.support.processes import child_env

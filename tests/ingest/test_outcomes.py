@@ -20,7 +20,8 @@ from quality.audit import audit_table
 from quality.markers import batch_markers
 from quality.results import recent_results
 from tables.catalog import table_exists
-from tables.log import committed_batch, latest_ledger_entry, table_version
+from tables.log import latest_ledger_entry, table_version
+from tables.markers import committed_batch
 from tables.spec import TableSpec
 
 MakeTable = Callable[..., TableSpec]

@@ -24,7 +24,7 @@ from quality.markers import batch_markers
 from quality.results import quality_table_name
 from tables.errors import InjectedFaultError
 from tables.faults import ENV_VAR
-from tables.log import committed_batch
+from tables.markers import committed_batch
 from tables.spec import BATCH_ID_COLUMN, TableSpec
 
 MakeTable = Callable[..., TableSpec]

@@ -18,7 +18,8 @@ from ingest.sources import FileSource
 from quality.expectations import ExpectationGate, quarantine_reasons, should_stop
 from quality.results import recent_results
 from tables.errors import ExpectationFailedError, InjectedFaultError
-from tables.log import committed_batch, read_ledger
+from tables.log import read_ledger
+from tables.markers import committed_batch
 from tables.spec import ExpectationSpec, TableSpec
 
 MakeTable = Callable[..., TableSpec]

@@ -16,15 +16,12 @@ from tables.errors import TableNotFoundError
 from tables.jvm import delta
 from tables.log import (
     CommitMetadata,
-    committed_batch,
     describe_source,
     find_ledger_entry,
-    is_checksum_complete,
     latest_ledger_entry,
     ledger_entry_from_history,
-    read_markers,
-    state_prefetched,
 )
+from tables.markers import committed_batch, is_checksum_complete, read_markers, state_prefetched
 from tables.spec import TableSpec
 from tests.support.delta_cache import clear_log_cache
 

@@ -13,8 +13,9 @@ from pyspark.sql import SparkSession
 from ingest.commit import commit_batch
 from tables.catalog import table_detail
 from tables.errors import ConfigError
-from tables.log import committed_batches, read_ledger, table_version
+from tables.log import read_ledger, table_version
 from tables.maintenance import check_vacuum_retention, optimize, vacuum
+from tables.markers import committed_batches
 from tables.spec import TableSpec
 
 MakeTable = Callable[..., TableSpec]

@@ -1,0 +1,77 @@
+"""Reading a table's log: its history rows, a damaged log file named, a missing table named.
+
+The ledger (`tables.log`) and the markers (`tables.markers`) read the log through these, so a
+damaged `_delta_log` file or a table that is not in the catalog reads as one clear error.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from tables.catalog import require_table
+from tables.errors import DamagedLogError, first_line
+from tables.identifiers import quote_identifier
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+T = TypeVar("T")
+_LOG_FILE = re.compile(r"[^\s'\"\[\](),]*_delta_log/[^\s'\"\[\](),]+")
+_HISTORY_COLUMNS = ("version", "timestamp", "operation", "userMetadata", "operationMetrics")
+
+
+def history_rows(spark: SparkSession, table: str, limit: int | None) -> list[dict[str, Any]]:
+    """The table's newest `limit` history rows (all when None), newest first."""
+    statement = f"DESCRIBE HISTORY {quote_identifier(table)}"
+    if limit:
+        statement += f" LIMIT {int(limit)}"
+    rows = spark.sql(statement).select(*_HISTORY_COLUMNS).collect()
+    return [r.asDict() for r in rows]
+
+
+def looked_up_on_failure(spark: SparkSession, table: str, read: Callable[[], T]) -> T:
+    """`read()`, looking the table up in the catalog only if it fails, then reading once more.
+
+    A per-batch read costs less than a catalog lookup before it. The lookup raises
+    TableNotFoundError for a table that is not there, and registers one that another process
+    created in the embedded warehouse since this session started; a second failure is the
+    read's own.
+    """
+    try:
+        return read()
+    except Exception:
+        require_table(spark, table)
+    return read()
+
+
+@contextmanager
+def naming_damaged_log(table: str) -> Iterator[None]:
+    """Turn a failure that names a damaged `_delta_log` file of `table` into DamagedLogError."""
+    try:
+        yield
+    except Exception as exc:
+        damaged = damaged_log_error(table, exc)
+        if damaged is None:
+            raise
+        raise damaged from exc
+
+
+def damaged_log_error(table: str, exc: BaseException) -> DamagedLogError | None:
+    """The one clear error for a failure that names a damaged `_delta_log` file, if it does."""
+    damaged = damaged_log_file(str(exc))
+    if damaged is None:
+        return None
+    return DamagedLogError(
+        f"table {table}: its Delta log cannot be read, {damaged} is damaged "
+        f"({first_line(exc)[:160]}); restore that file, or if it is a checkpoint remove it "
+        "and `_last_checkpoint` so Delta rebuilds the state from the JSON commits"
+    )
+
+
+def damaged_log_file(message: str) -> str | None:
+    """The `_delta_log` file an error message names (the deepest path), if any."""
+    found = _LOG_FILE.findall(message)
+    return found[-1].rstrip(".:;") if found else None
