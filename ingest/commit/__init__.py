@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from contextlib import nullcontext
+from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -114,16 +114,15 @@ def commit_batch(
         return skip_committed(spark, spec, app_id, batch_id, batch, schema, committed, source)
 
     watch = Stopwatch()
-    # Everything up to the audit leaves the table's state alone: Delta rebuilds it meanwhile.
-    with state_prefetched(spark, spec.name):
-        with watch.stage("prepare"):
-            prepared = prepare_batch(spark, spec, schema, batch, raw_format, reader_options, gate)
-        try:
+    with ExitStack() as cleanup:
+        # Everything up to the audit leaves the table's state alone: Delta rebuilds it meanwhile.
+        with state_prefetched(spark, spec.name):
+            with watch.stage("prepare"):
+                prepared = prepare_batch(
+                    spark, spec, schema, batch, raw_format, reader_options, gate
+                )
+            cleanup.callback(prepared.classified.unpersist)
             staged = _stage(spark, spec, schema, app_id, batch_id, prepared, watch)
-        except BaseException:
-            prepared.classified.unpersist()
-            raise
-    try:
         stats, plan = prepared.stats, staged.plan
         # The first read of the table's state.
         with naming_damaged_log(spec.name), watch.stage("audit"):
@@ -192,8 +191,6 @@ def commit_batch(
                 action=spec.audit_policy,
             ),
         )
-    finally:
-        prepared.classified.unpersist()
 
 
 @dataclass(frozen=True)
