@@ -32,6 +32,7 @@ from pyspark.sql import functions as F
 from quality.results import DUPLICATE_KEYS_CHECK, CheckResult
 from tables.catalog import require_table
 from tables.log import admin_metadata, merge_into
+from tables.log_reads import table_at
 from tables.spec import APP_ID_COLUMN, BATCH_ID_COLUMN, INGESTED_AT_COLUMN
 
 if TYPE_CHECKING:
@@ -167,7 +168,7 @@ def audit_before_commit(
     """
     if landing == 0 or any(low is None for low, _ in ranges.values()):
         return CheckResult(spec.name, DUPLICATE_KEYS_CHECK, "passed", 0, 0, (), files_read=0)
-    table = spark.read.option("versionAsOf", as_of).table(spec.name).where(within_ranges(ranges))
+    table = table_at(spark, spec.name, as_of).where(within_ranges(ranges))
     files = len(table.inputFiles())
     if files == 0:
         return CheckResult(spec.name, DUPLICATE_KEYS_CHECK, "passed", landing, 0, (), files_read=0)

@@ -6,6 +6,9 @@
 - The newest commit's `commitInfo` from its one `<v>.json`, with no Spark job (DESCRIBE HISTORY
   runs one).
 - Bare SetTransaction commits: Delta's per-write txn options cannot move a marker back.
+- A table's rows at the version this process's snapshot holds, without resolving the version
+  again: a `versionAsOf` read lists `_delta_log` twice (once from version 0, to check the
+  version can still be rebuilt), which on a local disk or HDFS grows with the log.
 
 `tables.log` decides when these are used and reads the same things through public APIs over
 Spark Connect.
@@ -22,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from tables.jvm import gateway, java_session
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 T = TypeVar("T")
 
@@ -119,6 +122,29 @@ def newest_commit(spark: SparkSession, table: str, *, fresh: bool = True) -> dic
         }
 
     return read_snapshot(spark, table, read, fresh=fresh)
+
+
+def snapshot_frame(spark: SparkSession, table: str, version: int) -> DataFrame | None:
+    """The table's rows at `version` from the snapshot this process read last; None if that
+    snapshot is at another version.
+
+    The relation is Delta's own (`DeltaLog.createRelation`, what a catalog read of the table
+    builds) pinned to the snapshot as a time-travel read, so Delta's file skipping, deletion
+    vectors and column mapping apply as they do to `versionAsOf`.
+    """
+    from pyspark.sql import DataFrame
+
+    operation = f"reading {table} at version {version}"
+    jvm = gateway(spark, operation)
+    log = _delta_log(spark, table, operation)
+    snapshot = log.unsafeVolatileSnapshot()
+    if int(snapshot.version()) != version:
+        return None
+    no_filters = jvm.PythonUtils.toSeq(jvm.java.util.ArrayList())
+    relation = log.createRelation(
+        no_filters, jvm.scala.Some(snapshot), jvm.scala.Option.empty(), True
+    )
+    return DataFrame(java_session(spark, operation).baseRelationToDataFrame(relation), spark)
 
 
 def commit_bare_markers(

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
+from chispa import assert_df_equality
 from pyspark.sql import DataFrame, SparkSession
 
 from ingest.commit import commit_batch
@@ -21,6 +22,7 @@ from tables.log import (
     latest_ledger_entry,
     ledger_entry_from_history,
 )
+from tables.log_reads import history_rows, table_at
 from tables.markers import committed_batch, is_checksum_complete, read_markers, state_prefetched
 from tables.spec import TableSpec
 from tests.support.delta_cache import clear_log_cache
@@ -203,6 +205,62 @@ def test_a_missing_table_is_named_by_the_reads_that_look_it_up_only_on_failure(
         find_ledger_entry(spark, missing.name, "app", 0)
     with pytest.raises(TableNotFoundError, match=expected):
         commit_batch(spark, missing, "app", 0, _rows(spark, 0))
+
+
+def _version_as_of(spark: SparkSession, table: str, version: int) -> DataFrame:
+    return spark.read.option("versionAsOf", version).table(table)
+
+
+def test_the_table_at_the_version_just_read_is_that_snapshot_read_as_delta_reads_it(
+    spark: SparkSession, make_table: Callable[..., TableSpec]
+) -> None:
+    spec = make_table()
+    for batch_id in (0, 1):
+        commit_batch(spark, spec, "app", batch_id, _rows(spark, batch_id))
+    version = read_markers(spark, spec.name).version
+    within = "event_id BETWEEN 'e1a' AND 'e1b'"
+
+    pinned = delta.snapshot_frame(spark, spec.name, version)
+
+    assert pinned is not None
+    expected = _version_as_of(spark, spec.name, version)
+    assert_df_equality(table_at(spark, spec.name, version), expected, ignore_row_order=True)
+    narrowed = table_at(spark, spec.name, version).where(within).inputFiles()
+    assert sorted(narrowed) == sorted(expected.where(within).inputFiles())
+    assert len(narrowed) < len(expected.inputFiles())  # Delta's file skipping applies
+
+
+def test_the_table_at_an_older_version_than_the_process_holds_is_read_by_time_travel(
+    spark: SparkSession, make_table: Callable[..., TableSpec]
+) -> None:
+    spec = make_table()
+    commit_batch(spark, spec, "app", 0, _rows(spark, 0))
+    version = read_markers(spark, spec.name).version
+    commit_batch(spark, spec, "app", 1, _rows(spark, 1))  # this process's snapshot moves on
+
+    assert delta.snapshot_frame(spark, spec.name, version) is None
+    keys = {r.event_id for r in table_at(spark, spec.name, version).collect()}
+    assert keys == {"e0a", "e0b"}
+
+
+def test_the_table_at_a_version_hides_rows_deleted_through_deletion_vectors(
+    spark: SparkSession, make_table: Callable[..., TableSpec]
+) -> None:
+    spec = make_table()
+    commit_batch(spark, spec, "app", 0, _rows(spark, 0).coalesce(1))  # both rows in one file
+    spark.sql(f"ALTER TABLE {spec.name} SET TBLPROPERTIES ('delta.enableDeletionVectors' = true)")
+    deleted = spark.sql(f"DELETE FROM {spec.name} WHERE event_id = 'e0a'").first()
+    version = read_markers(spark, spec.name).version
+
+    assert deleted is not None
+    assert deleted["num_affected_rows"] == 1
+    (delete,) = history_rows(spark, spec.name, 1)
+    assert delete["operationMetrics"]["numDeletionVectorsAdded"] == "1"  # the file is kept
+
+    rows = table_at(spark, spec.name, version)
+
+    assert [r.event_id for r in rows.collect()] == ["e0b"]
+    assert_df_equality(rows, _version_as_of(spark, spec.name, version))
 
 
 def _rows(spark: SparkSession, batch_id: int) -> DataFrame:
