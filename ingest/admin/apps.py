@@ -24,7 +24,14 @@ from tables.catalog import require_table, table_exists
 from tables.errors import ConfigError
 from tables.faults import fault_point
 from tables.identifiers import validate_app_id
-from tables.log import admin_metadata, commit_markers, read_ledger, table_version
+from tables.log import (
+    LedgerEntry,
+    admin_metadata,
+    commit_markers,
+    latest_ledger_entry,
+    read_ledger,
+    table_version,
+)
 from tables.markers import committed_batch, committed_batches
 
 if TYPE_CHECKING:
@@ -129,8 +136,26 @@ def is_marker_moved(current: int | None, to_batch: int, *, forward: bool) -> boo
     return level >= to_batch if forward else level <= to_batch
 
 
+def is_reset_ruled_out(newest: LedgerEntry | None, version: int, app_id: str) -> bool:
+    """True if the table's newest commit shows that the app's latest ledger entry is no reset.
+
+    So it is when the table holds only its creation (version 0, no entry), or when the newest
+    commit is the app's own entry of another kind: then it is the app's latest entry.
+    """
+    if newest is None:
+        return version == 0
+    return newest.meta.app_id == app_id and newest.meta.kind != "reset"
+
+
 def pending_reset(spark: SparkSession, table: str, app_id: str) -> PendingReset | None:
-    """The app's latest reset, if its ledger entry landed but a marker it moves did not."""
+    """The app's latest reset, if its ledger entry landed but a marker it moves did not.
+
+    Every ingest start asks this. The table's newest commit often answers without a Spark job
+    (`is_reset_ruled_out`); history is read only where it cannot.
+    """
+    require_table(spark, table)
+    if is_reset_ruled_out(latest_ledger_entry(spark, table), table_version(spark, table), app_id):
+        return None
     entries = read_ledger(spark, table, app_id=app_id, limit=_RESET_LOOKBACK)
     if not entries or entries[0].meta.kind != "reset":
         return None

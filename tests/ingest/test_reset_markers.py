@@ -9,13 +9,15 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from pyspark.sql import SparkSession
 from typer.testing import CliRunner
 
-from ingest.admin.apps import pending_reset, recorded_moves, reset_app
+from ingest.admin.apps import is_reset_ruled_out, pending_reset, recorded_moves, reset_app
 from ingest.cli import app
 from ingest.config import PipelineSpec
 from ingest.runner import run_pipeline
@@ -24,10 +26,14 @@ from quality.markers import batch_markers
 from quality.results import quality_table_name
 from tables.errors import InjectedFaultError
 from tables.faults import ENV_VAR
+from tables.ledger import CommitKind, CommitMetadata, LedgerEntry
+from tables.log import admin_metadata, commit_markers
 from tables.markers import committed_batch
 from tables.spec import BATCH_ID_COLUMN, TableSpec
+from tests.support.jobs import spark_jobs
 
 MakeTable = Callable[..., TableSpec]
+T = TypeVar("T")
 runner = CliRunner()
 
 
@@ -55,6 +61,17 @@ def ingested(spark: SparkSession, spec: TableSpec, tmp_path: Path) -> PipelineSp
     )
     run_pipeline(spark, job, spec)
     return job
+
+
+def reset_cut_short(
+    spark: SparkSession, spec: TableSpec, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batch 0 of app `p` ingested, then its reset to -1 stopped after the target's commit."""
+    ingested(spark, spec, tmp_path)
+    monkeypatch.setenv(ENV_VAR, "mid_reset:raise@-1")
+    with pytest.raises(InjectedFaultError):
+        reset_app(spark, spec.name, "p", -1)
+    monkeypatch.delenv(ENV_VAR)
 
 
 def markers(spark: SparkSession, spec: TableSpec) -> list[int | None]:
@@ -93,11 +110,7 @@ def test_a_reset_cut_short_is_reported_and_finished_by_reset_app(
     spark: SparkSession, make_table: MakeTable, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     spec = make_table()
-    ingested(spark, spec, tmp_path)
-    monkeypatch.setenv(ENV_VAR, "mid_reset:raise@-1")
-    with pytest.raises(InjectedFaultError):
-        reset_app(spark, spec.name, "p", -1)
-    monkeypatch.delenv(ENV_VAR)
+    reset_cut_short(spark, spec, tmp_path, monkeypatch)
 
     assert markers(spark, spec) == [-1, 0, 0]
     pending = pending_reset(spark, spec.name, "p")
@@ -173,6 +186,51 @@ def test_a_forward_reset_cut_short_is_found_and_finished(
 
     assert markers(spark, spec) == [3, 3, 3]
     assert pending_reset(spark, spec.name, "p") is None
+
+
+def entry(app_id: str, kind: CommitKind) -> LedgerEntry:
+    meta = CommitMetadata(app_id, 3, {}, 0, 0, "", "t", kind=kind)
+    return LedgerEntry(4, datetime(2026, 1, 1), "MERGE", meta, 0, 0)
+
+
+@pytest.mark.parametrize(
+    ("newest", "version", "ruled_out"),
+    [
+        (None, 0, True),  # the table's creation alone
+        (None, 3, False),  # a commit that is no ledger entry (OPTIMIZE, a user's write)
+        (entry("p", "batch"), 4, True),  # the app's own batch: its latest entry
+        (entry("p", "replay"), 4, True),
+        (entry("p", "reset"), 4, False),
+        (entry("other", "batch"), 4, False),  # the app's latest entry is further back
+    ],
+)
+def test_the_newest_commit_rules_out_a_reset_only_where_it_is_the_apps_latest_entry(
+    newest: LedgerEntry | None, version: int, ruled_out: bool
+) -> None:
+    assert is_reset_ruled_out(newest, version, "p") is ruled_out
+
+
+def test_a_start_after_the_apps_own_batch_reads_no_history(
+    spark: SparkSession, make_table: MakeTable, tmp_path: Path
+) -> None:
+    spec = make_table()
+    assert spark_jobs(spark, lambda: pending_reset(spark, spec.name, "p")) == (None, 0)
+    ingested(spark, spec, tmp_path)
+
+    assert spark_jobs(spark, lambda: pending_reset(spark, spec.name, "p")) == (None, 0)
+
+
+def test_a_reset_cut_short_is_found_behind_another_apps_commit(
+    spark: SparkSession, make_table: MakeTable, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = make_table()
+    reset_cut_short(spark, spec, tmp_path, monkeypatch)
+    commit_markers(spark, spec.name, {"other": 0}, admin_metadata("other", 0, "reset", {}))
+
+    pending = pending_reset(spark, spec.name, "p")
+
+    assert pending is not None
+    assert [m.role for m, _ in pending.behind] == ["quarantine", "audit"]
 
 
 def test_a_reset_target_below_minus_one_is_refused_before_spark(

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from contextlib import nullcontext
 from datetime import datetime
@@ -26,6 +25,7 @@ from tables.log_reads import history_rows, table_at
 from tables.markers import committed_batch, is_checksum_complete, read_markers, state_prefetched
 from tables.spec import TableSpec
 from tests.support.delta_cache import clear_log_cache
+from tests.support.jobs import spark_jobs
 
 EVENT_DDL = "event_id STRING NOT NULL, user_id STRING, amount DOUBLE"
 
@@ -82,17 +82,6 @@ def test_checksum_markers_are_trusted_only_when_complete() -> None:
     assert not is_checksum_complete(3, 100, retention_set=True)
 
 
-def _jobs_of(spark: SparkSession, read: Callable[[], T]) -> tuple[T, int]:
-    """Run `read` in a job group of its own: its result and how many Spark jobs it started."""
-    group = f"jobs-{uuid.uuid4().hex}"
-    spark.sparkContext.setJobGroup(group, group)
-    try:
-        found = read()
-    finally:
-        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
-    return found, len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
-
-
 def test_markers_are_read_from_the_checksum_without_a_spark_job(
     spark: SparkSession, make_table: Callable[..., TableSpec]
 ) -> None:
@@ -101,7 +90,7 @@ def test_markers_are_read_from_the_checksum_without_a_spark_job(
         commit_batch(spark, spec, "app", batch_id, _rows(spark, batch_id))
     clear_log_cache(spark)  # as a new process would
 
-    read, jobs = _jobs_of(spark, lambda: read_markers(spark, spec.name))
+    read, jobs = spark_jobs(spark, lambda: read_markers(spark, spec.name))
 
     assert (read.markers, read.from_checksum, jobs) == ({"app": 1}, True, 0)
 
@@ -146,7 +135,7 @@ def test_the_newest_commit_is_read_as_a_ledger_entry_without_a_spark_job(
     spec = make_table()
     result = commit_batch(spark, spec, "app", 0, _rows(spark, 0))
 
-    entry, jobs = _jobs_of(spark, lambda: latest_ledger_entry(spark, spec.name))
+    entry, jobs = spark_jobs(spark, lambda: latest_ledger_entry(spark, spec.name))
 
     assert entry is not None
     assert jobs == 0
@@ -168,7 +157,7 @@ def test_deltas_own_marker_read_needs_a_job_unless_the_state_was_prefetched(
 
     with state_prefetched(spark, spec.name) if prefetched else nullcontext():
         spark.range(10).count()  # the block's own work, beside the rebuild
-    markers, jobs = _jobs_of(spark, _state_read(spark, spec.name))
+    markers, jobs = spark_jobs(spark, _state_read(spark, spec.name))
 
     assert markers == {"app": 1}
     assert (jobs == 0) is prefetched
