@@ -25,7 +25,6 @@ from tables.errors import ConfigError
 from tables.faults import fault_point
 from tables.identifiers import validate_app_id
 from tables.log import (
-    LedgerEntry,
     admin_metadata,
     commit_markers,
     latest_ledger_entry,
@@ -154,7 +153,9 @@ def pending_reset(spark: SparkSession, table: str, app_id: str) -> PendingReset 
     (`is_reset_ruled_out`); history is read only where it cannot.
     """
     require_table(spark, table)
-    if is_reset_ruled_out(latest_ledger_entry(spark, table), table_version(spark, table), app_id):
+    newest = latest_ledger_entry(spark, table)
+    version = newest.version if newest is not None else table_version(spark, table)
+    if is_reset_ruled_out(newest, version, app_id):
         return None
     entries = read_ledger(spark, table, app_id=app_id, limit=_RESET_LOOKBACK)
     if not entries or entries[0].meta.kind != "reset":

@@ -85,9 +85,7 @@ def test_checksum_markers_are_trusted_only_when_complete() -> None:
 def test_markers_are_read_from_the_checksum_without_a_spark_job(
     spark: SparkSession, make_table: Callable[..., TableSpec]
 ) -> None:
-    spec = make_table()
-    for batch_id in (0, 1):
-        commit_batch(spark, spec, "app", batch_id, _rows(spark, batch_id))
+    spec = _with_batches(spark, make_table(), 0, 1)
     clear_log_cache(spark)  # as a new process would
 
     read, jobs = spark_jobs(spark, lambda: read_markers(spark, spec.name))
@@ -98,9 +96,7 @@ def test_markers_are_read_from_the_checksum_without_a_spark_job(
 def test_a_missing_checksum_falls_back_to_deltas_own_read(
     spark: SparkSession, make_table: Callable[..., TableSpec]
 ) -> None:
-    spec = make_table()
-    for batch_id in (0, 1):
-        commit_batch(spark, spec, "app", batch_id, _rows(spark, batch_id))
+    spec = _with_batches(spark, make_table(), 0, 1)
     log = Path(table_detail(spark, spec.name).location.removeprefix("file:")) / "_delta_log"
     latest = max(log.glob("*.crc"))
     latest.unlink()
@@ -151,9 +147,7 @@ def _state_read(spark: SparkSession, table: str) -> Callable[[], dict[str, int]]
 def test_deltas_own_marker_read_needs_a_job_unless_the_state_was_prefetched(
     spark: SparkSession, make_table: Callable[..., TableSpec], prefetched: bool
 ) -> None:
-    spec = make_table()
-    for batch_id in (0, 1):
-        commit_batch(spark, spec, "app", batch_id, _rows(spark, batch_id))
+    spec = _with_batches(spark, make_table(), 0, 1)
 
     with state_prefetched(spark, spec.name) if prefetched else nullcontext():
         spark.range(10).count()  # the block's own work, beside the rebuild
@@ -203,9 +197,7 @@ def _version_as_of(spark: SparkSession, table: str, version: int) -> DataFrame:
 def test_the_table_at_the_version_just_read_is_that_snapshot_read_as_delta_reads_it(
     spark: SparkSession, make_table: Callable[..., TableSpec]
 ) -> None:
-    spec = make_table()
-    for batch_id in (0, 1):
-        commit_batch(spark, spec, "app", batch_id, _rows(spark, batch_id))
+    spec = _with_batches(spark, make_table(), 0, 1)
     version = read_markers(spark, spec.name).version
     within = "event_id BETWEEN 'e1a' AND 'e1b'"
 
@@ -250,6 +242,13 @@ def test_the_table_at_a_version_hides_rows_deleted_through_deletion_vectors(
 
     assert [r.event_id for r in rows.collect()] == ["e0b"]
     assert_df_equality(rows, _version_as_of(spark, spec.name, version))
+
+
+def _with_batches(spark: SparkSession, spec: TableSpec, *batch_ids: int) -> TableSpec:
+    """`spec`'s table with batches `batch_ids` of app `app` committed (two rows each)."""
+    for batch_id in batch_ids:
+        commit_batch(spark, spec, "app", batch_id, _rows(spark, batch_id))
+    return spec
 
 
 def _rows(spark: SparkSession, batch_id: int) -> DataFrame:
