@@ -16,6 +16,8 @@ from pathlib import Path
 
 from workloads import Action
 
+from tables.class_archive import ARCHIVE_ENV
+
 BARE_SESSION = """
 from delta import configure_spark_with_delta_pip
 from pyspark.sql import SparkSession
@@ -55,6 +57,7 @@ REPOSITORY = Path(__file__).resolve().parents[1]
 def _run(command: list[str], cwd: Path) -> None:
     env = {
         **os.environ,
+        ARCHIVE_ENV: "on",
         "LAKEHOUSE_SPARK_MASTER": "local[2]",
         "SPARK_LOCAL_IP": "127.0.0.1",
         "PYTHONPATH": str(REPOSITORY),

@@ -21,8 +21,12 @@ import shutil
 import subprocess
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tables.errors import SessionError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 #: Spark's Kafka connector for PySpark 4.1.4. Maven Central has no 4.1.4 build of it; 4.1.3 is
 #: the newest 4.1 release there.
@@ -181,6 +185,18 @@ def driver_jars(resolved: str) -> list[Path]:
         if path.name.startswith(_DRIVER_JAR_PREFIXES):
             jars.append(path)
     return jars
+
+
+def resolved_jars(spark: SparkSession) -> str:
+    """The session's JARs as a comma-separated list, the packages spark-submit resolved included.
+
+    `spark.jars` alone does not hold them once this module sets `spark.jars` itself (the guard,
+    the Kafka connector): the conf set here replaces spark-submit's merged list. spark-submit
+    also puts the merged list in `spark.repl.local.jars` for Python drivers.
+    """
+    conf = spark.sparkContext.getConf()
+    lists = (conf.get("spark.jars", ""), conf.get("spark.repl.local.jars", ""))
+    return ",".join(entry for entry in lists if entry)
 
 
 def delta_classpath_file() -> Path:

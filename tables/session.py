@@ -271,7 +271,8 @@ def _build_embedded(
 
     Delta's pip configuration resolves its JARs with Ivy at every start (seconds, and Maven
     Central's availability); the first session remembers what it resolved
-    (`tables.connectors.remember_delta_classpath`) and later ones load those files directly.
+    (`tables.connectors.remember_delta_classpath`) and later ones load those files directly, and
+    map the classes an earlier JVM with the same class path loaded (`tables.class_archive`).
     """
     if not java_available():
         raise SessionError(
@@ -279,7 +280,14 @@ def _build_embedded(
         )
     from delta import configure_spark_with_delta_pip
 
-    from tables.connectors import cached_delta_classpath, remember_delta_classpath
+    from tables.class_archive import ArchivePlan, release, with_class_archive, write_at_exit
+    from tables.connectors import (
+        cache_root,
+        cached_delta_classpath,
+        remember_delta_classpath,
+        resolved_jars,
+    )
+    from tables.jvm import gateway_process, is_jvm_running, stop_active_context
 
     # The embedded session is local: bind it to loopback. Otherwise Spark picks the host's
     # external address and the JVM's reverse lookups of it wait on DNS, which on a machine
@@ -293,9 +301,12 @@ def _build_embedded(
     builder = SparkSession.builder.appName(app_name)
     cached = cached_delta_classpath()
     conf = dict(settings)
+    plan = ArchivePlan("none")
     if cached is not None:
         own = [j for j in conf.get("spark.jars", "").split(",") if j]
         conf["spark.jars"] = ",".join([*(str(j) for j in cached), *own])
+        if not is_jvm_running():  # the class path is known: the JVM may map its archive
+            conf, plan = with_class_archive(conf, os.environ, cache_root())
     for key, value in conf.items():
         builder = builder.config(key, value)
     log_path = home / "logs" / "spark-driver.log"
@@ -305,6 +316,7 @@ def _build_embedded(
                 builder = configure_spark_with_delta_pip(builder)
             spark = builder.getOrCreate()
     except Exception as exc:
+        release(plan)
         raise SessionError(
             "could not start Spark with Delta: the Delta JARs could not be resolved from Maven "
             "Central and are not in the local Ivy cache (run `make setup` where Maven Central "
@@ -312,19 +324,9 @@ def _build_embedded(
         ) from exc
     if cached is None:
         remember_delta_classpath(resolved_jars(spark))
+    if plan.mode == "write":
+        write_at_exit(gateway_process(spark), plan, stop_active_context)
     return _checked(spark, catalog)
-
-
-def resolved_jars(spark: SparkSession) -> str:
-    """The session's JARs as a comma-separated list, the packages spark-submit resolved included.
-
-    `spark.jars` alone does not hold them once this module sets `spark.jars` itself (the guard,
-    the Kafka connector): the conf set here replaces spark-submit's merged list. spark-submit
-    also puts the merged list in `spark.repl.local.jars` for Python drivers.
-    """
-    conf = spark.sparkContext.getConf()
-    lists = (conf.get("spark.jars", ""), conf.get("spark.repl.local.jars", ""))
-    return ",".join(entry for entry in lists if entry)
 
 
 @contextmanager

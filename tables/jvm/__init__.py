@@ -53,3 +53,25 @@ def clone_classic(spark: SparkSession) -> SparkSession:
     from pyspark.sql.session import SparkSession as Session
 
     return Session(spark.sparkContext, java_session(spark, "cloning a session").cloneSession())
+
+
+def is_jvm_running() -> bool:
+    """True if this process has launched its gateway JVM (a stopped session keeps it)."""
+    from pyspark import SparkContext
+
+    return SparkContext._gateway is not None
+
+
+def stop_active_context() -> None:
+    """Stop this process's SparkContext if one runs (its servers talk to the JVM until then)."""
+    from pyspark import SparkContext
+
+    active = SparkContext._active_spark_context
+    if active is not None:
+        active.stop()
+
+
+def gateway_process(spark: SparkSession) -> Any:
+    """The `Popen` of the session's gateway JVM: its exit is this process's to wait for."""
+    gateway(spark, "waiting for the driver JVM")
+    return getattr(spark.sparkContext._gateway, "proc", None)

@@ -1,0 +1,286 @@
+"""The driver JVM's class archive: a later embedded session starts seconds sooner.
+
+A new Spark driver spends much of its first seconds loading, parsing and verifying the same
+Spark, Delta and Hadoop classes as the last one did. Java's dynamic AppCDS keeps them: a JVM
+started with `-XX:ArchiveClassesAtExit` writes the classes it loaded into an archive when it
+exits, and a later JVM started with `-XX:SharedArchiveFile` maps that archive instead. The JVM
+checks the archive against its own build and class path and runs without it when they differ,
+so a stale archive costs its disk space and nothing else.
+
+One archive per Java and class path (`archive_key`), in the JAR cache. The first process that
+finds none and takes its lock writes it: its JVM writes under a name of its own, and at this
+process's exit the process waits for its JVM to finish and moves the archive into place. A writer
+killed half-way leaves a lock whose process is gone; the next start clears it and takes over. A
+JVM that exits cleanly without writing one (a Java without its base archive) is not asked again
+for a day.
+`LAKEHOUSE_CLASS_ARCHIVE=off` leaves the JVM's options alone.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+ARCHIVE_ENV = "LAKEHOUSE_CLASS_ARCHIVE"
+#: How long a process waits at exit for its JVM to write the archive (about 10 s on 2 cores).
+WRITE_WAIT_SECONDS = 180.0
+#: A lock older than this is cleared even when a process with its pid runs (the pid was reused).
+LOCK_MAX_AGE_SECONDS = 24 * 3600.0
+#: Archives of other class paths unused for this long are removed when a new one is written.
+UNUSED_DAYS = 30
+
+#: The archive carries checksums of its regions, checked when mapped: a damaged file is refused.
+_VERIFY = "-XX:+VerifySharedSpaces"
+
+ArchiveMode = Literal["use", "write", "none"]
+
+
+@dataclass(frozen=True)
+class ArchivePlan:
+    """The JVM options for one start, and where a written archive goes at exit."""
+
+    mode: ArchiveMode
+    options: tuple[str, ...] = ()
+    archive: Path | None = None
+    partial: Path | None = None
+    lock: Path | None = None
+
+
+def is_enabled(environ: Mapping[str, str]) -> bool:
+    """True unless `LAKEHOUSE_CLASS_ARCHIVE` turns the archive off."""
+    return environ.get(ARCHIVE_ENV, "on").strip().lower() not in {"off", "0", "false", "no"}
+
+
+def archive_key(java: str, class_path: Iterable[str], java_options: str) -> str:
+    """A name for the archive of one Java build, class path (with each JAR's size and time) and
+    JVM options: any change makes a new archive instead of a mismatch the JVM would refuse."""
+    digest = hashlib.sha256(java.encode())
+    for entry in (*class_path, java_options):
+        digest.update(b"\0" + entry.encode())
+    return digest.hexdigest()[:20]
+
+
+def is_lock_stale(holder_alive: bool, age_seconds: float) -> bool:
+    """True if a lock's writer is gone, or the lock is so old its pid may be another process's."""
+    return not holder_alive or age_seconds > LOCK_MAX_AGE_SECONDS
+
+
+def should_remove(age_days: float) -> bool:
+    """True for another class path's archive no start has used for `UNUSED_DAYS`."""
+    return age_days > UNUSED_DAYS
+
+
+def plan_archive(cache: Path, key: str, pid: int) -> ArchivePlan:
+    """Use the archive of `key` if there is one; else write it if no live process is writing it.
+
+    Each use touches the archive, so the archives still in use can be told from stale ones.
+    """
+    archive = cache / f"classes-{key}.jsa"
+    if archive.is_file():
+        with contextlib.suppress(OSError):
+            os.utime(archive)
+        mapped = (f"-XX:SharedArchiveFile={archive}", "-Xshare:auto", _VERIFY)
+        return ArchivePlan("use", mapped, archive)
+    if _is_recent(archive.with_suffix(".failed")):
+        return ArchivePlan("none")
+    cache.mkdir(parents=True, exist_ok=True)
+    lock = archive.with_suffix(".lock")
+    if not _take_lock(lock, pid):
+        return ArchivePlan("none")
+    partial = archive.with_suffix(f".{pid}.partial")
+    written = (f"-XX:ArchiveClassesAtExit={partial}", _VERIFY)
+    return ArchivePlan("write", written, archive, partial, lock)
+
+
+def with_class_archive(
+    conf: Mapping[str, str], environ: Mapping[str, str], cache: Path
+) -> tuple[dict[str, str], ArchivePlan]:
+    """`conf` with the archive's options added to the driver's Java options, and the plan.
+
+    The key covers the driver's JARs (PySpark's and `conf`'s) and its Java options as set here.
+    """
+    plan = ArchivePlan("none")
+    if is_enabled(environ):
+        import pyspark
+
+        extra = [
+            *conf.get("spark.jars", "").split(","),
+            *conf.get("spark.driver.extraClassPath", "").split(os.pathsep),
+        ]
+        entries = class_path_entries(Path(pyspark.__file__).parent / "jars", extra)
+        options = conf.get("spark.driver.extraJavaOptions", "")
+        key = archive_key(java_release(environ), entries, options)
+        try:
+            plan = plan_archive(cache, key, os.getpid())
+        except OSError:  # a cache that cannot be written: start without an archive
+            plan = ArchivePlan("none")
+    java_options = [conf.get("spark.driver.extraJavaOptions", ""), *plan.options]
+    return {**conf, "spark.driver.extraJavaOptions": " ".join(filter(None, java_options))}, plan
+
+
+def release(plan: ArchivePlan) -> None:
+    """Give up writing the archive (the JVM did not start): remove the lock."""
+    if plan.lock is not None:
+        plan.lock.unlink(missing_ok=True)
+
+
+def java_release(environ: Mapping[str, str]) -> str:
+    """The Java build a session starts with: its `release` file, else the `java` path itself."""
+    home = environ.get("JAVA_HOME")
+    java = Path(home) / "bin" / "java" if home else None
+    if java is None or not java.exists():
+        found = shutil.which("java", path=environ.get("PATH"))
+        java = Path(found) if found else None
+    if java is None:
+        return ""
+    java = java.resolve()
+    release = java.parent.parent / "release"
+    return release.read_text(errors="replace") if release.is_file() else str(java)
+
+
+def class_path_entries(spark_jars: Path, extra: Iterable[str]) -> list[str]:
+    """Every JAR the driver loads from, with its size and modification time."""
+    files = sorted(spark_jars.glob("*.jar")) + [Path(entry) for entry in extra if entry]
+    described = []
+    for jar in files:
+        try:
+            stat = jar.stat()
+        except OSError:
+            described.append(f"{jar}:missing")
+            continue
+        described.append(f"{jar}:{stat.st_size}:{stat.st_mtime_ns}")
+    return described
+
+
+def finish_writing(
+    process: subprocess.Popen[bytes], plan: ArchivePlan, stop: Callable[[], None] | None = None
+) -> bool:
+    """Stop Spark, let the JVM exit, wait for it to write the archive, and move it into place.
+
+    The JVM writes the archive as it exits, which it does when this process closes its stdin
+    (PySpark's gateway watches it); `stop` first stops what talks to it (the SparkContext and
+    its servers in this process). Returns True if the archive was moved into place.
+    """
+    exit_code: int | None = None
+    try:
+        if process.poll() is None:
+            if stop is not None:
+                with contextlib.suppress(Exception):
+                    stop()
+            print(
+                "lakehouse: saving the JVM's class archive for faster starts (once per Java "
+                "and class path)",
+                file=sys.stderr,
+                flush=True,
+            )
+            with contextlib.suppress(OSError, ValueError):
+                if process.stdin is not None:
+                    process.stdin.close()
+            process.wait(timeout=WRITE_WAIT_SECONDS)
+        exit_code = process.returncode
+    except (OSError, subprocess.TimeoutExpired, KeyboardInterrupt):
+        exit_code = None
+    return settle_archive(plan, exit_code)
+
+
+def settle_archive(plan: ArchivePlan, exit_code: int | None) -> bool:
+    """Move a written archive into place after its JVM exited with `exit_code`; drop the lock.
+
+    A JVM that failed, or did not exit in time (None), leaves no archive, and the next start
+    writes one. A JVM that exited cleanly without writing one (a Java without its base archive)
+    is marked, and not asked again for a day. Returns True if the archive was moved into place.
+    """
+    if plan.partial is None or plan.archive is None or plan.lock is None:
+        return False
+    try:
+        written = exit_code == 0 and _is_nonempty(plan.partial)
+        if written:
+            plan.partial.replace(plan.archive)
+            _remove_unused(plan.archive)
+        elif exit_code == 0:
+            plan.archive.with_suffix(".failed").touch()
+        return written
+    except OSError:
+        return False
+    finally:
+        plan.partial.unlink(missing_ok=True)
+        plan.lock.unlink(missing_ok=True)
+
+
+def write_at_exit(
+    process: subprocess.Popen[bytes], plan: ArchivePlan, stop: Callable[[], None]
+) -> None:
+    """Register `finish_writing` to run when this process exits."""
+    atexit.register(finish_writing, process, plan, stop)
+
+
+def _take_lock(lock: Path, pid: int) -> bool:
+    """Create the lock for `pid`; clear a stale one (and its writer's partial archive) once."""
+    for _ in range(2):
+        try:
+            descriptor = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            holder, age = _lock_holder(lock)
+            if not is_lock_stale(_is_alive(holder), age):
+                return False
+            lock.unlink(missing_ok=True)
+            if holder is not None:
+                lock.with_suffix(f".{holder}.partial").unlink(missing_ok=True)
+            continue
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(str(pid))
+        return True
+    return False
+
+
+def _lock_holder(lock: Path) -> tuple[int | None, float]:
+    try:
+        text = lock.read_text().strip()
+        age = time.time() - lock.stat().st_mtime
+    except OSError:
+        return None, 0.0
+    return (int(text) if text.isdigit() else None), age
+
+
+def _is_alive(pid: int | None) -> bool:
+    if pid is None:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _is_recent(path: Path) -> bool:
+    try:
+        return time.time() - path.stat().st_mtime < LOCK_MAX_AGE_SECONDS
+    except OSError:
+        return False
+
+
+def _is_nonempty(path: Path) -> bool:
+    try:
+        return path.stat().st_size > 0
+    except OSError:
+        return False
+
+
+def _remove_unused(kept: Path) -> None:
+    now = time.time()
+    for other in kept.parent.glob("classes-*.jsa"):
+        with contextlib.suppress(OSError):
+            if other != kept and should_remove((now - other.stat().st_mtime) / 86400):
+                other.unlink()
