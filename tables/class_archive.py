@@ -12,8 +12,8 @@ finds none and takes its lock writes it: its JVM writes under a name of its own,
 process's exit the process waits for its JVM to finish and moves the archive into place. A writer
 killed half-way leaves a lock whose process is gone; the next start clears it and takes over. A
 JVM that exits cleanly without writing one (a Java without its base archive) is not asked again
-for a day.
-`LAKEHOUSE_CLASS_ARCHIVE=off` leaves the JVM's options alone.
+for a day. Two writers at once (a lock cleared twice) each write their own file and the last
+move wins. `LAKEHOUSE_CLASS_ARCHIVE=off` leaves the JVM's options alone.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Literal
 
 ARCHIVE_ENV = "LAKEHOUSE_CLASS_ARCHIVE"
-#: How long a process waits at exit for its JVM to write the archive (about 10 s on 2 cores).
+#: How long a process waits at exit for its JVM to write the archive (about 20 s on 2 cores).
 WRITE_WAIT_SECONDS = 180.0
 #: A lock older than this is cleared even when a process with its pid runs (the pid was reused).
 LOCK_MAX_AGE_SECONDS = 24 * 3600.0
@@ -117,10 +117,10 @@ def with_class_archive(
             *conf.get("spark.jars", "").split(","),
             *conf.get("spark.driver.extraClassPath", "").split(os.pathsep),
         ]
-        entries = class_path_entries(Path(pyspark.__file__).parent / "jars", extra)
         options = conf.get("spark.driver.extraJavaOptions", "")
-        key = archive_key(java_release(environ), entries, options)
         try:
+            entries = class_path_entries(Path(pyspark.__file__).parent / "jars", extra)
+            key = archive_key(java_release(environ), entries, options)
             plan = plan_archive(cache, key, os.getpid())
         except OSError:  # a cache that cannot be written: start without an archive
             plan = ArchivePlan("none")
@@ -218,9 +218,13 @@ def settle_archive(plan: ArchivePlan, exit_code: int | None) -> bool:
 
 
 def write_at_exit(
-    process: subprocess.Popen[bytes], plan: ArchivePlan, stop: Callable[[], None]
+    process: subprocess.Popen[bytes] | None, plan: ArchivePlan, stop: Callable[[], None]
 ) -> None:
-    """Register `finish_writing` to run when this process exits."""
+    """Register `finish_writing` to run when this process exits (without a JVM process to wait
+    for, give the archive up)."""
+    if process is None:
+        release(plan)
+        return
     atexit.register(finish_writing, process, plan, stop)
 
 
