@@ -11,10 +11,16 @@ import pytest
 from pyspark.sql import SparkSession
 
 from tables.catalog import ensure_table
+from tables.class_archive import ARCHIVE_ENV
 from tables.spec import TableSpec
 
 EVENT_DDL = "event_id STRING NOT NULL, user_id STRING, amount DOUBLE"
 _names = itertools.count()
+
+# No JVM of the tests (this one, or a child driver, which inherits the environment) maps or writes
+# the class archive: whichever started first on a machine would write it, with a line on its
+# stderr and a longer exit. tests/tables/test_class_archive_jvm.py turns it on for its drivers.
+os.environ.setdefault(ARCHIVE_ENV, "off")
 
 
 @pytest.fixture(scope="session")

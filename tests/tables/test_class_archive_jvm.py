@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from tables.class_archive import ARCHIVE_ENV
 from tables.connectors import CACHE_ENV, delta_classpath_file
 from tests.support.processes import child_env
 
@@ -22,7 +23,7 @@ DRIVER = (
 
 
 def _start_driver(home: Path, cache: Path, java_tool_options: str = "") -> str:
-    env = {**child_env(), CACHE_ENV: str(cache)}
+    env = {**child_env(), CACHE_ENV: str(cache), ARCHIVE_ENV: "on"}
     if java_tool_options:
         env["JAVA_TOOL_OPTIONS"] = java_tool_options
     done = subprocess.run(
