@@ -25,6 +25,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -34,6 +35,8 @@ from typing import Literal
 ARCHIVE_ENV = "LAKEHOUSE_CLASS_ARCHIVE"
 #: How long a process waits at exit for its JVM to write the archive (about 20 s on 2 cores).
 WRITE_WAIT_SECONDS = 180.0
+#: How long it lets Spark stop before letting the JVM go regardless.
+STOP_WAIT_SECONDS = 30.0
 #: A lock older than this is cleared even when a process with its pid runs (the pid was reused).
 LOCK_MAX_AGE_SECONDS = 24 * 3600.0
 #: Archives of other class paths unused for this long are removed when a new one is written.
@@ -41,6 +44,11 @@ UNUSED_DAYS = 30
 
 #: The archive carries checksums of its regions, checked when mapped: a damaged file is refused.
 _VERIFY = "-XX:+VerifySharedSpaces"
+#: What else shapes the driver JVM's class path and options, so goes into the key. Not
+#: JAVA_TOOL_OPTIONS: it applies to every JVM and mostly carries logging and agents.
+_JVM_ENV = ("SPARK_CONF_DIR", "SPARK_SUBMIT_OPTS")
+#: The JVM's own files an archive is tied to (the base archive is regenerated on some installs).
+_JVM_FILES = ("lib/server/libjvm.so", "lib/server/classes.jsa", "lib/modules")
 
 ArchiveMode = Literal["use", "write", "none"]
 
@@ -54,6 +62,7 @@ class ArchivePlan:
     archive: Path | None = None
     partial: Path | None = None
     lock: Path | None = None
+    pid: int = 0
 
 
 def is_enabled(environ: Mapping[str, str]) -> bool:
@@ -62,17 +71,23 @@ def is_enabled(environ: Mapping[str, str]) -> bool:
 
 
 def archive_key(java: str, class_path: Iterable[str], java_options: str) -> str:
-    """A name for the archive of one Java build, class path (with each JAR's size and time) and
-    JVM options: any change makes a new archive instead of a mismatch the JVM would refuse."""
+    """A name for the archive of one Java build, class path and set of JVM options.
+
+    Any change to them makes a new archive, instead of one the JVM would refuse every time.
+    """
     digest = hashlib.sha256(java.encode())
     for entry in (*class_path, java_options):
         digest.update(b"\0" + entry.encode())
     return digest.hexdigest()[:20]
 
 
-def is_lock_stale(holder_alive: bool, age_seconds: float) -> bool:
-    """True if a lock's writer is gone, or the lock is so old its pid may be another process's."""
-    return not holder_alive or age_seconds > LOCK_MAX_AGE_SECONDS
+def is_lock_stale(holder_alive: bool, holder_is_us: bool, age_seconds: float) -> bool:
+    """True if a lock's writer is gone, or its pid can only be another process's now.
+
+    A lock with this process's own pid was left by an earlier run (containers reuse pids); one a
+    day old belongs to a long-lived writer or a reused pid, and another writer may start.
+    """
+    return not holder_alive or holder_is_us or age_seconds > LOCK_MAX_AGE_SECONDS
 
 
 def should_remove(age_days: float) -> bool:
@@ -86,6 +101,8 @@ def plan_archive(cache: Path, key: str, pid: int) -> ArchivePlan:
     Each use touches the archive, so the archives still in use can be told from stale ones.
     """
     archive = cache / f"classes-{key}.jsa"
+    if any(c.isspace() for c in str(archive)):  # Spark splits the JVM's options on whitespace
+        return ArchivePlan("none")
     if archive.is_file():
         with contextlib.suppress(OSError):
             os.utime(archive)
@@ -99,7 +116,7 @@ def plan_archive(cache: Path, key: str, pid: int) -> ArchivePlan:
         return ArchivePlan("none")
     partial = archive.with_suffix(f".{pid}.partial")
     written = (f"-XX:ArchiveClassesAtExit={partial}", _VERIFY)
-    return ArchivePlan("write", written, archive, partial, lock)
+    return ArchivePlan("write", written, archive, partial, lock, pid)
 
 
 def with_class_archive(
@@ -117,9 +134,16 @@ def with_class_archive(
             *conf.get("spark.jars", "").split(","),
             *conf.get("spark.driver.extraClassPath", "").split(os.pathsep),
         ]
-        options = conf.get("spark.driver.extraJavaOptions", "")
+        spark_home = Path(environ.get("SPARK_HOME") or Path(pyspark.__file__).parent)
+        options = " ".join(
+            [
+                conf.get("spark.driver.extraJavaOptions", ""),
+                conf.get("spark.driver.memory", ""),
+                *(f"{name}={environ.get(name, '')}" for name in _JVM_ENV),
+            ]
+        )
         try:
-            entries = class_path_entries(Path(pyspark.__file__).parent / "jars", extra)
+            entries = class_path_entries(spark_home / "jars", extra)
             key = archive_key(java_release(environ), entries, options)
             plan = plan_archive(cache, key, os.getpid())
         except OSError:  # a cache that cannot be written: start without an archive
@@ -129,8 +153,8 @@ def with_class_archive(
 
 
 def release(plan: ArchivePlan) -> None:
-    """Give up writing the archive (the JVM did not start): remove the lock."""
-    if plan.lock is not None:
+    """Give up writing the archive (the JVM did not start): remove this process's lock."""
+    if plan.lock is not None and _lock_holder(plan.lock)[0] == plan.pid:
         plan.lock.unlink(missing_ok=True)
 
 
@@ -143,14 +167,15 @@ def java_release(environ: Mapping[str, str]) -> str:
         java = Path(found) if found else None
     if java is None:
         return ""
-    java = java.resolve()
-    release = java.parent.parent / "release"
-    return release.read_text(errors="replace") if release.is_file() else str(java)
+    root = java.resolve().parent.parent
+    notes = root / "release"
+    build = notes.read_text(errors="replace") if notes.is_file() else str(root)
+    return "\n".join([build, *class_path_entries(root, _JVM_FILES)])
 
 
 def class_path_entries(spark_jars: Path, extra: Iterable[str]) -> list[str]:
-    """Every JAR the driver loads from, with its size and modification time."""
-    files = sorted(spark_jars.glob("*.jar")) + [Path(entry) for entry in extra if entry]
+    """Every JAR the driver loads from (`extra` relative to `spark_jars`), with size and time."""
+    files = sorted(spark_jars.glob("*.jar")) + [spark_jars / entry for entry in extra if entry]
     described = []
     for jar in files:
         try:
@@ -175,20 +200,24 @@ def finish_writing(
     try:
         if process.poll() is None:
             if stop is not None:
-                with contextlib.suppress(Exception):
-                    stop()
-            print(
-                "lakehouse: saving the JVM's class archive for faster starts (once per Java "
-                "and class path)",
-                file=sys.stderr,
-                flush=True,
-            )
+                stopping = threading.Thread(target=_quietly, args=(stop,), daemon=True)
+                stopping.start()
+                stopping.join(STOP_WAIT_SECONDS)  # the JVM's own hook stops Spark too
+            with contextlib.suppress(OSError, ValueError):
+                print(
+                    "lakehouse: saving the JVM's class archive for faster starts (once per "
+                    "Java and class path)",
+                    file=sys.stderr,
+                    flush=True,
+                )
             with contextlib.suppress(OSError, ValueError):
                 if process.stdin is not None:
                     process.stdin.close()
             process.wait(timeout=WRITE_WAIT_SECONDS)
         exit_code = process.returncode
     except (OSError, subprocess.TimeoutExpired, KeyboardInterrupt):
+        with contextlib.suppress(OSError):  # a JVM left running would write a file nobody moves
+            process.kill()
         exit_code = None
     return settle_archive(plan, exit_code)
 
@@ -214,14 +243,14 @@ def settle_archive(plan: ArchivePlan, exit_code: int | None) -> bool:
         return False
     finally:
         plan.partial.unlink(missing_ok=True)
-        plan.lock.unlink(missing_ok=True)
+        if _lock_holder(plan.lock)[0] == plan.pid:  # a stale-lock clearer may hold it now
+            plan.lock.unlink(missing_ok=True)
 
 
 def write_at_exit(
     process: subprocess.Popen[bytes] | None, plan: ArchivePlan, stop: Callable[[], None]
 ) -> None:
-    """Register `finish_writing` to run when this process exits (without a JVM process to wait
-    for, give the archive up)."""
+    """Register `finish_writing` to run when this process exits; without a JVM, give it up."""
     if process is None:
         release(plan)
         return
@@ -230,21 +259,24 @@ def write_at_exit(
 
 def _take_lock(lock: Path, pid: int) -> bool:
     """Create the lock for `pid`; clear a stale one (and its writer's partial archive) once."""
-    for _ in range(2):
-        try:
-            descriptor = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            holder, age = _lock_holder(lock)
-            if not is_lock_stale(_is_alive(holder), age):
-                return False
-            lock.unlink(missing_ok=True)
-            if holder is not None:
-                lock.with_suffix(f".{holder}.partial").unlink(missing_ok=True)
-            continue
-        with os.fdopen(descriptor, "w") as handle:
-            handle.write(str(pid))
-        return True
-    return False
+    staged = lock.with_suffix(f".{pid}.lock-new")
+    staged.write_text(str(pid))
+    try:
+        for _ in range(2):
+            try:
+                os.link(staged, lock)  # the lock appears with its pid in it, never empty
+            except FileExistsError:
+                holder, age = _lock_holder(lock)
+                if not is_lock_stale(_is_alive(holder), holder == pid, age):
+                    return False
+                lock.unlink(missing_ok=True)
+                if holder is not None:
+                    lock.with_suffix(f".{holder}.partial").unlink(missing_ok=True)
+                continue
+            return True
+        return False
+    finally:
+        staged.unlink(missing_ok=True)
 
 
 def _lock_holder(lock: Path) -> tuple[int | None, float]:
@@ -283,8 +315,18 @@ def _is_nonempty(path: Path) -> bool:
 
 
 def _remove_unused(kept: Path) -> None:
+    """Remove other archives unused for a month, and partial archives whose writer is gone."""
     now = time.time()
     for other in kept.parent.glob("classes-*.jsa"):
         with contextlib.suppress(OSError):
             if other != kept and should_remove((now - other.stat().st_mtime) / 86400):
                 other.unlink()
+    for partial in kept.parent.glob("classes-*.*.partial"):
+        writer = partial.suffixes[-2].lstrip(".") if len(partial.suffixes) >= 2 else ""
+        if not _is_alive(int(writer) if writer.isdigit() else None):
+            partial.unlink(missing_ok=True)
+
+
+def _quietly(call: Callable[[], None]) -> None:
+    with contextlib.suppress(Exception):
+        call()

@@ -51,13 +51,19 @@ def test_the_archive_is_on_unless_turned_off(value: str | None, enabled: bool) -
 
 
 @pytest.mark.parametrize(
-    ("alive", "age", "stale"),
-    [(True, 60.0, False), (False, 60.0, True), (True, 2 * 86400.0, True)],
+    ("alive", "ours", "age", "stale"),
+    [
+        (True, False, 60.0, False),
+        (False, False, 60.0, True),
+        (True, True, 60.0, True),
+        (True, False, 2 * 86400.0, True),
+    ],
+    ids=["writing", "writer-gone", "left-by-an-earlier-run-with-our-pid", "a-day-old"],
 )
-def test_a_lock_is_stale_when_its_writer_is_gone_or_it_is_a_day_old(
-    alive: bool, age: float, stale: bool
+def test_a_lock_is_stale_when_its_writer_is_gone_or_its_pid_cannot_be_the_writer(
+    alive: bool, ours: bool, age: float, stale: bool
 ) -> None:
-    assert is_lock_stale(alive, age) is stale
+    assert is_lock_stale(alive, ours, age) is stale
 
 
 def test_only_archives_unused_for_a_month_are_removed() -> None:
@@ -72,6 +78,7 @@ def test_the_first_start_writes_the_archive_and_holds_its_lock(tmp_path: Path) -
     assert plan.lock is not None
     assert f"-XX:ArchiveClassesAtExit={plan.partial}" in plan.options
     assert plan.lock.read_text() == str(os.getpid())
+    assert sorted(p.name for p in tmp_path.iterdir()) == [plan.lock.name]
     # Another start meanwhile neither writes nor maps anything.
     assert plan_archive(tmp_path, KEY, pid=os.getpid() + 1) == ArchivePlan("none")
     release(plan)
@@ -87,6 +94,11 @@ def test_a_start_maps_an_archive_that_is_there_and_marks_it_used(tmp_path: Path)
     assert f"-XX:SharedArchiveFile={archive}" in plan.options
     assert "-XX:+VerifySharedSpaces" in plan.options
     assert time.time() - archive.stat().st_mtime < 60
+
+
+def test_a_cache_path_with_whitespace_gets_no_archive(tmp_path: Path) -> None:
+    # Spark splits the driver's Java options on whitespace: the path would break the JVM's start.
+    assert plan_archive(tmp_path / "my cache", KEY, pid=os.getpid()) == ArchivePlan("none")
 
 
 def test_a_lock_left_by_a_killed_writer_is_cleared_with_its_partial_archive(
@@ -125,6 +137,30 @@ def test_a_jvm_that_fails_leaves_no_archive_and_the_next_start_writes_one(
     assert not plan.partial.exists()
     assert not plan.lock.exists()
     assert plan_archive(tmp_path, KEY, pid=os.getpid()).mode == "write"
+
+
+def test_a_writer_leaves_the_lock_a_later_writer_took_over(tmp_path: Path) -> None:
+    plan = plan_archive(tmp_path, KEY, pid=GONE)  # as if this writer's pid were gone
+    assert plan.lock is not None
+    taker = plan_archive(tmp_path, KEY, pid=os.getpid())
+    assert taker.mode == "write"
+    assert not settle_archive(plan, exit_code=1)
+    assert plan.lock.read_text() == str(os.getpid())
+    release(taker)
+    assert not plan.lock.exists()
+
+
+def test_writing_an_archive_removes_partial_archives_of_writers_that_are_gone(
+    tmp_path: Path,
+) -> None:
+    gone = tmp_path / f"classes-other.{GONE}.partial"
+    alive = tmp_path / f"classes-other.{os.getppid()}.partial"
+    for partial in (gone, alive):
+        partial.write_text("half")
+    plan = plan_archive(tmp_path, KEY, pid=os.getpid())
+    assert settle_archive(_written(plan), exit_code=0)
+    assert not gone.exists()
+    assert alive.exists()
 
 
 def test_writing_an_archive_removes_other_class_paths_unused_for_a_month(
