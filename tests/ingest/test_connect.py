@@ -12,7 +12,6 @@ import atexit
 import contextlib
 import os
 import shutil
-import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -38,16 +37,11 @@ from tables.spec import TableSpec
 from tests.support.kafka_broker import KafkaBroker
 from tests.support.processes import run_lakehouse
 from tests.support.projects import EVENTS, Pipeline, events, land, write_project
+from tests.support.servers import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.connect]
 
 SCHEMA = "event_id STRING NOT NULL, user_id STRING, amount DOUBLE"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @dataclass

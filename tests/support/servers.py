@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import glob
 import os
+import random
 import shutil
 import signal
 import socket
@@ -28,10 +29,34 @@ LOOPBACK = "127.0.0.1"
 
 
 def free_port() -> int:
-    """A TCP port nothing listens on right now (the kernel's choice)."""
+    """A TCP port nothing listens on now, below the kernel's range for ports it assigns itself.
+
+    A server is told its port seconds before it binds it (a JVM starts first). A port from the
+    kernel's own range, which binding to port 0 gives, can meanwhile go to any socket the kernel
+    numbers itself (a client connection, a Spark driver's port 0), and the server then fails to
+    bind: that made a `serve` test fail now and then. Ports below the range go to no one unasked.
+    """
+    low = _assigned_ports_start()
+    candidates = list(range(max(1024, low - 12_000), low))
+    random.shuffle(candidates)
+    for port in candidates[:200]:
+        with socket.socket() as probe:
+            try:
+                probe.bind((LOOPBACK, port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as probe:
         probe.bind((LOOPBACK, 0))
         return int(probe.getsockname()[1])
+
+
+def _assigned_ports_start() -> int:
+    """The first port of the range the kernel numbers sockets from (Linux's; 32768 elsewhere)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def wait_for_port(
