@@ -9,17 +9,18 @@ so a stale archive costs its disk space and nothing else.
 
 One archive per Java and class path (`archive_key`), in the JAR cache. The first process that
 finds none and takes its lock writes it: its JVM writes under a name of its own, and at this
-process's exit the process waits for its JVM to finish and moves the archive into place. A writer
-killed half-way leaves a lock whose process is gone; the next start clears it and takes over. A
-JVM that exits cleanly without writing one (a Java without its base archive) is not asked again
-for a day. Two writers at once (a lock cleared twice) each write their own file and the last
-move wins. `LAKEHOUSE_CLASS_ARCHIVE=off` leaves the JVM's options alone.
+process's exit the process waits for its JVM to finish and moves the archive into place. The lock
+is an `flock` held until then, as a checkpoint's is (`ingest.checkpoint`): the kernel drops it
+with a killed writer, and the next start takes over and removes the partial file it left. A JVM that
+exits cleanly without writing one (a Java without its base archive) is not asked again for a
+day. `LAKEHOUSE_CLASS_ARCHIVE=off` leaves the JVM's options alone.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
 import hashlib
 import os
 import shutil
@@ -28,17 +29,18 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import IO, Literal
 
 ARCHIVE_ENV = "LAKEHOUSE_CLASS_ARCHIVE"
 #: How long a process waits at exit for its JVM to write the archive (about 20 s on 2 cores).
 WRITE_WAIT_SECONDS = 180.0
 #: How long it lets Spark stop before letting the JVM go regardless.
 STOP_WAIT_SECONDS = 30.0
-#: A lock older than this is cleared even when a process with its pid runs (the pid was reused).
-LOCK_MAX_AGE_SECONDS = 24 * 3600.0
+#: How long a Java that could not write an archive is left alone, and partial archives of other
+#: class paths are kept.
+RETRY_SECONDS = 24 * 3600.0
 #: Archives of other class paths unused for this long are removed when a new one is written.
 UNUSED_DAYS = 30
 
@@ -61,8 +63,7 @@ class ArchivePlan:
     options: tuple[str, ...] = ()
     archive: Path | None = None
     partial: Path | None = None
-    lock: Path | None = None
-    pid: int = 0
+    lock: IO[str] | None = field(default=None, compare=False)
 
 
 def is_enabled(environ: Mapping[str, str]) -> bool:
@@ -81,15 +82,6 @@ def archive_key(java: str, class_path: Iterable[str], java_options: str) -> str:
     return digest.hexdigest()[:20]
 
 
-def is_lock_stale(holder_alive: bool, holder_is_us: bool, age_seconds: float) -> bool:
-    """True if a lock's writer is gone, or its pid can only be another process's now.
-
-    A lock with this process's own pid was left by an earlier run (containers reuse pids); one a
-    day old belongs to a long-lived writer or a reused pid, and another writer may start.
-    """
-    return not holder_alive or holder_is_us or age_seconds > LOCK_MAX_AGE_SECONDS
-
-
 def should_remove(age_days: float) -> bool:
     """True for another class path's archive no start has used for `UNUSED_DAYS`."""
     return age_days > UNUSED_DAYS
@@ -98,7 +90,8 @@ def should_remove(age_days: float) -> bool:
 def plan_archive(cache: Path, key: str, pid: int) -> ArchivePlan:
     """Use the archive of `key` if there is one; else write it if no live process is writing it.
 
-    Each use touches the archive, so the archives still in use can be told from stale ones.
+    Each use touches the archive, so the archives still in use can be told from stale ones, and
+    removes the key's partial files (a killed writer's JVM writes one as it exits, later).
     """
     archive = cache / f"classes-{key}.jsa"
     if any(c.isspace() for c in str(archive)):  # Spark splits the JVM's options on whitespace
@@ -106,17 +99,19 @@ def plan_archive(cache: Path, key: str, pid: int) -> ArchivePlan:
     if archive.is_file():
         with contextlib.suppress(OSError):
             os.utime(archive)
+        _remove_partials(archive)  # a killed writer's JVM may have written one since
         mapped = (f"-XX:SharedArchiveFile={archive}", "-Xshare:auto", _VERIFY)
         return ArchivePlan("use", mapped, archive)
     if _is_recent(archive.with_suffix(".failed")):
         return ArchivePlan("none")
     cache.mkdir(parents=True, exist_ok=True)
-    lock = archive.with_suffix(".lock")
-    if not _take_lock(lock, pid):
+    lock = _locked(archive.with_suffix(".lock"))
+    if lock is None:  # another process is writing it
         return ArchivePlan("none")
+    _remove_partials(archive)  # by writers that are gone
     partial = archive.with_suffix(f".{pid}.partial")
     written = (f"-XX:ArchiveClassesAtExit={partial}", _VERIFY)
-    return ArchivePlan("write", written, archive, partial, lock, pid)
+    return ArchivePlan("write", written, archive, partial, lock)
 
 
 def with_class_archive(
@@ -153,9 +148,9 @@ def with_class_archive(
 
 
 def release(plan: ArchivePlan) -> None:
-    """Give up writing the archive (the JVM did not start): remove this process's lock."""
-    if plan.lock is not None and _lock_holder(plan.lock)[0] == plan.pid:
-        plan.lock.unlink(missing_ok=True)
+    """Give up writing the archive (the JVM did not start, or has written it): drop the lock."""
+    if plan.lock is not None:
+        plan.lock.close()
 
 
 def java_release(environ: Mapping[str, str]) -> str:
@@ -170,25 +165,29 @@ def java_release(environ: Mapping[str, str]) -> str:
     root = java.resolve().parent.parent
     notes = root / "release"
     build = notes.read_text(errors="replace") if notes.is_file() else str(root)
-    return "\n".join([build, *class_path_entries(root, _JVM_FILES)])
+    return "\n".join([build, *_described(root / name for name in _JVM_FILES)])
 
 
 def class_path_entries(spark_jars: Path, extra: Iterable[str]) -> list[str]:
-    """Every JAR the driver loads from (`extra` relative to `spark_jars`), with size and time."""
-    files = sorted(spark_jars.glob("*.jar")) + [spark_jars / entry for entry in extra if entry]
+    """Every JAR the driver loads from, with its size and modification time."""
+    return _described([*sorted(spark_jars.glob("*.jar")), *(Path(e) for e in extra if e)])
+
+
+def _described(files: Iterable[Path]) -> list[str]:
+    """Each file as `path:size:mtime`, or `path:missing`."""
     described = []
-    for jar in files:
+    for path in files:
         try:
-            stat = jar.stat()
+            stat = path.stat()
         except OSError:
-            described.append(f"{jar}:missing")
+            described.append(f"{path}:missing")
             continue
-        described.append(f"{jar}:{stat.st_size}:{stat.st_mtime_ns}")
+        described.append(f"{path}:{stat.st_size}:{stat.st_mtime_ns}")
     return described
 
 
 def finish_writing(
-    process: subprocess.Popen[bytes], plan: ArchivePlan, stop: Callable[[], None] | None = None
+    process: subprocess.Popen[bytes], plan: ArchivePlan, stop: Callable[[], None]
 ) -> bool:
     """Stop Spark, let the JVM exit, wait for it to write the archive, and move it into place.
 
@@ -199,10 +198,9 @@ def finish_writing(
     exit_code: int | None = None
     try:
         if process.poll() is None:
-            if stop is not None:
-                stopping = threading.Thread(target=_quietly, args=(stop,), daemon=True)
-                stopping.start()
-                stopping.join(STOP_WAIT_SECONDS)  # the JVM's own hook stops Spark too
+            stopping = threading.Thread(target=_quietly, args=(stop,), daemon=True)
+            stopping.start()
+            stopping.join(STOP_WAIT_SECONDS)  # the JVM's own hook stops Spark too
             with contextlib.suppress(OSError, ValueError):
                 print(
                     "lakehouse: saving the JVM's class archive for faster starts (once per "
@@ -243,8 +241,7 @@ def settle_archive(plan: ArchivePlan, exit_code: int | None) -> bool:
         return False
     finally:
         plan.partial.unlink(missing_ok=True)
-        if _lock_holder(plan.lock)[0] == plan.pid:  # a stale-lock clearer may hold it now
-            plan.lock.unlink(missing_ok=True)
+        release(plan)
 
 
 def write_at_exit(
@@ -257,52 +254,20 @@ def write_at_exit(
     atexit.register(finish_writing, process, plan, stop)
 
 
-def _take_lock(lock: Path, pid: int) -> bool:
-    """Create the lock for `pid`; clear a stale one (and its writer's partial archive) once."""
-    staged = lock.with_suffix(f".{pid}.lock-new")
-    staged.write_text(str(pid))
+def _locked(path: Path) -> IO[str] | None:
+    """The open file of `path` with an exclusive `flock` on it, or None if another holds it."""
+    handle = open(path, "a")  # noqa: SIM115 - held until the archive is settled
     try:
-        for _ in range(2):
-            try:
-                os.link(staged, lock)  # the lock appears with its pid in it, never empty
-            except FileExistsError:
-                holder, age = _lock_holder(lock)
-                if not is_lock_stale(_is_alive(holder), holder == pid, age):
-                    return False
-                lock.unlink(missing_ok=True)
-                if holder is not None:
-                    lock.with_suffix(f".{holder}.partial").unlink(missing_ok=True)
-                continue
-            return True
-        return False
-    finally:
-        staged.unlink(missing_ok=True)
-
-
-def _lock_holder(lock: Path) -> tuple[int | None, float]:
-    try:
-        text = lock.read_text().strip()
-        age = time.time() - lock.stat().st_mtime
-    except OSError:
-        return None, 0.0
-    return (int(text) if text.isdigit() else None), age
-
-
-def _is_alive(pid: int | None) -> bool:
-    if pid is None:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        return None
+    return handle
 
 
 def _is_recent(path: Path) -> bool:
     try:
-        return time.time() - path.stat().st_mtime < LOCK_MAX_AGE_SECONDS
+        return time.time() - path.stat().st_mtime < RETRY_SECONDS
     except OSError:
         return False
 
@@ -315,16 +280,21 @@ def _is_nonempty(path: Path) -> bool:
 
 
 def _remove_unused(kept: Path) -> None:
-    """Remove other archives unused for a month, and partial archives whose writer is gone."""
+    """Remove other archives unused for a month, and other class paths' day-old partial ones."""
     now = time.time()
     for other in kept.parent.glob("classes-*.jsa"):
         with contextlib.suppress(OSError):
             if other != kept and should_remove((now - other.stat().st_mtime) / 86400):
                 other.unlink()
     for partial in kept.parent.glob("classes-*.*.partial"):
-        writer = partial.suffixes[-2].lstrip(".") if len(partial.suffixes) >= 2 else ""
-        if not _is_alive(int(writer) if writer.isdigit() else None):
+        if not _is_recent(partial):
             partial.unlink(missing_ok=True)
+
+
+def _remove_partials(archive: Path) -> None:
+    """Remove the partial files of `archive`'s key: no writer of that key is running."""
+    for left in archive.parent.glob(f"{archive.stem}.*.partial"):
+        left.unlink(missing_ok=True)
 
 
 def _quietly(call: Callable[[], None]) -> None:

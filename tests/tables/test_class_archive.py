@@ -13,7 +13,6 @@ from tables.class_archive import (
     ArchivePlan,
     archive_key,
     is_enabled,
-    is_lock_stale,
     plan_archive,
     release,
     settle_archive,
@@ -24,6 +23,19 @@ from tables.class_archive import (
 KEY = "k" * 20
 #: A pid no process has: Linux pids stay below 2**22.
 GONE = 2**22 + 1
+DAY = 86400.0
+
+
+def _mode_then_release(cache: Path, pid: int) -> str:
+    """The mode a start with `pid` gets; its lock, if it took one, is dropped again."""
+    plan = plan_archive(cache, KEY, pid=pid)
+    release(plan)
+    return plan.mode
+
+
+def _aged(path: Path, seconds: float) -> Path:
+    os.utime(path, (time.time() - seconds, time.time() - seconds))
+    return path
 
 
 def _written(plan: ArchivePlan) -> ArchivePlan:
@@ -50,22 +62,6 @@ def test_the_archive_is_on_unless_turned_off(value: str | None, enabled: bool) -
     assert is_enabled({} if value is None else {ARCHIVE_ENV: value}) is enabled
 
 
-@pytest.mark.parametrize(
-    ("alive", "ours", "age", "stale"),
-    [
-        (True, False, 60.0, False),
-        (False, False, 60.0, True),
-        (True, True, 60.0, True),
-        (True, False, 2 * 86400.0, True),
-    ],
-    ids=["writing", "writer-gone", "left-by-an-earlier-run-with-our-pid", "a-day-old"],
-)
-def test_a_lock_is_stale_when_its_writer_is_gone_or_its_pid_cannot_be_the_writer(
-    alive: bool, ours: bool, age: float, stale: bool
-) -> None:
-    assert is_lock_stale(alive, ours, age) is stale
-
-
 def test_only_archives_unused_for_a_month_are_removed() -> None:
     assert should_remove(31.0)
     assert not should_remove(29.0)
@@ -77,18 +73,18 @@ def test_the_first_start_writes_the_archive_and_holds_its_lock(tmp_path: Path) -
     assert plan.partial is not None
     assert plan.lock is not None
     assert f"-XX:ArchiveClassesAtExit={plan.partial}" in plan.options
-    assert plan.lock.read_text() == str(os.getpid())
-    assert sorted(p.name for p in tmp_path.iterdir()) == [plan.lock.name]
-    # Another start meanwhile neither writes nor maps anything.
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"classes-{KEY}.lock"]
+    # Another start meanwhile neither writes nor maps anything: the flock is held.
     assert plan_archive(tmp_path, KEY, pid=os.getpid() + 1) == ArchivePlan("none")
     release(plan)
-    assert not plan.lock.exists()
+    assert plan.lock.closed
+    assert _mode_then_release(tmp_path, os.getpid() + 1) == "write"
 
 
 def test_a_start_maps_an_archive_that_is_there_and_marks_it_used(tmp_path: Path) -> None:
     archive = tmp_path / f"classes-{KEY}.jsa"
     archive.write_text("classes")
-    os.utime(archive, (time.time() - 86400, time.time() - 86400))
+    _aged(archive, DAY)
     plan = plan_archive(tmp_path, KEY, pid=os.getpid())
     assert plan.mode == "use"
     assert f"-XX:SharedArchiveFile={archive}" in plan.options
@@ -96,19 +92,28 @@ def test_a_start_maps_an_archive_that_is_there_and_marks_it_used(tmp_path: Path)
     assert time.time() - archive.stat().st_mtime < 60
 
 
+def test_a_start_that_maps_the_archive_removes_a_killed_writers_late_partial(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / f"classes-{KEY}.jsa").write_text("classes")
+    late = tmp_path / f"classes-{KEY}.{GONE}.partial"
+    late.write_text("written by an orphaned JVM after the archive landed")
+    assert plan_archive(tmp_path, KEY, pid=os.getpid()).mode == "use"
+    assert not late.exists()
+
+
 def test_a_cache_path_with_whitespace_gets_no_archive(tmp_path: Path) -> None:
     # Spark splits the driver's Java options on whitespace: the path would break the JVM's start.
     assert plan_archive(tmp_path / "my cache", KEY, pid=os.getpid()) == ArchivePlan("none")
 
 
-def test_a_lock_left_by_a_killed_writer_is_cleared_with_its_partial_archive(
+def test_a_killed_writer_leaves_a_lock_file_no_one_holds_and_its_partial_is_removed(
     tmp_path: Path,
 ) -> None:
-    (tmp_path / f"classes-{KEY}.lock").write_text(str(GONE))
+    (tmp_path / f"classes-{KEY}.lock").write_text("")  # the kernel dropped its flock
     left = tmp_path / f"classes-{KEY}.{GONE}.partial"
     left.write_text("half")
-    plan = plan_archive(tmp_path, KEY, pid=os.getpid())
-    assert plan.mode == "write"
+    assert _mode_then_release(tmp_path, os.getpid()) == "write"
     assert not left.exists()
 
 
@@ -120,7 +125,7 @@ def test_an_archive_is_moved_into_place_once_its_jvm_exits_cleanly(tmp_path: Pat
     assert settle_archive(_written(plan), exit_code=0)
     assert plan.archive.read_text() == "classes"
     assert not plan.partial.exists()
-    assert not plan.lock.exists()
+    assert plan.lock.closed
     assert plan_archive(tmp_path, KEY, pid=os.getpid()).mode == "use"
 
 
@@ -135,32 +140,28 @@ def test_a_jvm_that_fails_leaves_no_archive_and_the_next_start_writes_one(
     assert not settle_archive(_written(plan), exit_code)
     assert not plan.archive.exists()
     assert not plan.partial.exists()
-    assert not plan.lock.exists()
-    assert plan_archive(tmp_path, KEY, pid=os.getpid()).mode == "write"
+    assert plan.lock.closed
+    assert _mode_then_release(tmp_path, os.getpid()) == "write"
 
 
-def test_a_writer_leaves_the_lock_a_later_writer_took_over(tmp_path: Path) -> None:
-    plan = plan_archive(tmp_path, KEY, pid=GONE)  # as if this writer's pid were gone
-    assert plan.lock is not None
-    taker = plan_archive(tmp_path, KEY, pid=os.getpid())
-    assert taker.mode == "write"
+def test_the_lock_is_held_until_the_archive_is_settled(tmp_path: Path) -> None:
+    plan = plan_archive(tmp_path, KEY, pid=os.getpid())
+    assert plan_archive(tmp_path, KEY, pid=os.getpid() + 1) == ArchivePlan("none")
     assert not settle_archive(plan, exit_code=1)
-    assert plan.lock.read_text() == str(os.getpid())
-    release(taker)
-    assert not plan.lock.exists()
+    assert _mode_then_release(tmp_path, os.getpid() + 1) == "write"
 
 
-def test_writing_an_archive_removes_partial_archives_of_writers_that_are_gone(
+def test_writing_an_archive_removes_other_class_paths_day_old_partial_archives(
     tmp_path: Path,
 ) -> None:
-    gone = tmp_path / f"classes-other.{GONE}.partial"
-    alive = tmp_path / f"classes-other.{os.getppid()}.partial"
-    for partial in (gone, alive):
+    old, recent = tmp_path / f"classes-other.{GONE}.partial", tmp_path / "classes-b.1.partial"
+    for partial in (old, recent):
         partial.write_text("half")
+    _aged(old, 2 * DAY)
     plan = plan_archive(tmp_path, KEY, pid=os.getpid())
     assert settle_archive(_written(plan), exit_code=0)
-    assert not gone.exists()
-    assert alive.exists()
+    assert not old.exists()
+    assert recent.exists()
 
 
 def test_writing_an_archive_removes_other_class_paths_unused_for_a_month(
@@ -169,7 +170,7 @@ def test_writing_an_archive_removes_other_class_paths_unused_for_a_month(
     old, recent = tmp_path / "classes-old.jsa", tmp_path / "classes-recent.jsa"
     for archive, days in ((old, 40), (recent, 3)):
         archive.write_text("classes")
-        os.utime(archive, (time.time() - days * 86400, time.time() - days * 86400))
+        _aged(archive, days * DAY)
     plan = plan_archive(tmp_path, KEY, pid=os.getpid())
     assert plan.partial is not None
     assert settle_archive(_written(plan), exit_code=0)
