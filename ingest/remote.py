@@ -8,7 +8,8 @@ runner does, and keeps its outcomes in a buffer of the worker's own. This proces
 query's progress and reads each new batch's result back from the table's ledger, which is what
 was committed anyway. A `LakehouseError` raised in the worker fails the query; its class and
 message travel in the query's error (`encode_error`, `decode_error`) and are raised here again,
-so the CLI says the same one line with the same exit code as on a classic session.
+so the CLI says the same one line with the same exit code as on a classic session. Any other
+error travels the same way, as the `TerminalError` the classic runner would make of it.
 
 A stop (SIGINT, SIGTERM) waits for the batch under way to be checkpointed, then stops the query;
 a batch Spark starts at that instant is interrupted, and the next run finishes it, exactly once,
@@ -17,6 +18,7 @@ as after a crash.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -50,19 +52,47 @@ _gates: dict[tuple[str, str], ExpectationGate | None] = {}
 
 
 def encode_error(exc: LakehouseError) -> str:
-    """A worker's error as a line that survives the trip through the query's failure."""
-    return f"LAKEHOUSE_ERROR[{type(exc).__name__}]: {exc}"
+    """A worker's error as one line that survives the trip through the query's failure.
+
+    The line carries the class, the message and the error's own fields (an unknown field's
+    file and key), as JSON, so the error raised again here is the one the worker raised.
+    """
+    carried = {"message": str(exc), **vars(exc)}
+    return f"LAKEHOUSE_ERROR[{type(exc).__name__}]: {json.dumps(carried, default=str)}"
 
 
 def decode_error(text: str) -> LakehouseError | None:
-    """The project error a failed query's message carries, rebuilt with its class; or None."""
+    """The project error a failed query's message carries, rebuilt with its class; or None.
+
+    A line cut short (Spark abbreviates long failure texts) still gives a terminal error with
+    what arrived.
+    """
     found = _ERROR.search(text)
     if found is None:
         return None
+    try:
+        carried = json.loads(found.group(2))
+        message = str(carried.pop("message"))
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return TerminalError(f"{found.group(1)}: {found.group(2)}")
     kind = getattr(errors, found.group(1), None)
     if not (isinstance(kind, type) and issubclass(kind, LakehouseError)):
-        return TerminalError(found.group(2))
-    return kind(found.group(2))
+        return TerminalError(message)
+    rebuilt = kind.__new__(kind)
+    Exception.__init__(rebuilt, message)
+    rebuilt.__dict__.update(
+        {name: tuple(v) if isinstance(v, list) else v for name, v in carried.items()}
+    )
+    return rebuilt
+
+
+def worker_failure(pipeline: str, batch_id: int, exc: BaseException) -> TerminalError:
+    """An unexpected error in the worker, as the one line the classic runner would say.
+
+    Left to Spark, it would reach this process as a Python traceback whose first line tells
+    nothing (`Traceback (most recent call last):`).
+    """
+    return TerminalError(f"stream {pipeline} failed at batch {batch_id}: {error_summary(exc)}")
 
 
 @dataclass(frozen=True)
@@ -80,6 +110,9 @@ class RemoteBatch:
             self.run(batch, self.batch_base + batch_id)
         except LakehouseError as exc:
             raise RuntimeError(encode_error(exc)) from None
+        except Exception as exc:
+            failed = worker_failure(self.pipeline.name, self.batch_base + batch_id, exc)
+            raise RuntimeError(encode_error(failed)) from None
 
     def run(self, batch: DataFrame, batch_id: int) -> None:
         """What the classic runner does for a batch, with the worker's own gate and buffer.

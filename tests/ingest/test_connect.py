@@ -27,7 +27,12 @@ from ingest.serve import ConnectServer, start_connect_server
 from ingest.sources import FileSource, KafkaSource
 from tables.catalog import ensure_table
 from tables.catalogs import CatalogSpec
-from tables.errors import BatchContentMismatchError, CheckpointLostError, ClassicOnlyError
+from tables.errors import (
+    BatchContentMismatchError,
+    CheckpointLostError,
+    ClassicOnlyError,
+    UnknownFieldsError,
+)
 from tables.faults import ENV_VAR
 from tables.jvm import is_classic
 from tables.log import admin_metadata, commit_markers, read_ledger
@@ -229,6 +234,25 @@ def test_a_stream_runs_its_batches_in_the_server_and_a_lost_checkpoint_is_detect
     shutil.rmtree(tmp_path / "checkpoints")
     with pytest.raises(CheckpointLostError, match=r"checkpoint .* is empty"):
         run_pipeline(remote, job, spec)
+
+
+def test_an_error_in_the_servers_batch_function_comes_back_as_the_same_error(
+    remote: SparkSession, tmp_path: Path
+) -> None:
+    """The worker's `UnknownFieldsError` reaches this process with its class, file and key."""
+    spec = make_table(remote, unknown_fields="fail")
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    land(landing, "a.json", [{"event_id": "a1", "user_id": "u", "colour": "red"}])
+
+    with pytest.raises(UnknownFieldsError) as raised:
+        run_pipeline(remote, pipeline(tmp_path, spec), spec)
+
+    assert raised.value.file is not None
+    assert raised.value.file.endswith("a.json")
+    assert raised.value.key == "event_id=a1"
+    assert "colour" in str(raised.value)
+    assert keys_of(remote, spec.name) == []
 
 
 def test_two_streams_through_one_server_keep_their_markers_apart(
