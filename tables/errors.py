@@ -14,6 +14,7 @@ ErrorKind = Literal["terminal", "transient"]
 #: A key inside a config document: `("tables", "events", "expectations", 0, "column")`.
 KeyPath = tuple[str | int, ...]
 #: The start of the line Spark adds to an error to say how to fix it.
+_TRACEBACK = "Traceback (most recent call last):"
 _HINT = re.compile(
     r"^(Please|Hint|Did you mean|Consider|To fix|To avoid|You (can|may|should|must)|Try|If you|"
     r"Set |Use |Remove |Change |Specify |Make sure|Check |Delete |Either )"
@@ -146,9 +147,29 @@ def error_summary(exc: BaseException, limit: int = 600) -> str:
     Spark puts its hint (`Please either use a new checkpoint location, ...`) on the line after the
     error; plans and stack traces follow, and are dropped.
     """
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = str(exc)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
     if not lines:
         return type(exc).__name__
     kept = lines[:2] if len(lines) > 1 and _HINT.match(lines[1]) else lines[:1]
+    if kept[0].endswith(_TRACEBACK):
+        kept = [f"{kept[0]} {raised_line(text) or '(no exception line)'}"]
     text = " ".join(kept)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def raised_line(text: str) -> str | None:
+    """The `Class: message` line that ends the first Python traceback in `text`, if any.
+
+    A Python worker's error (a batch function run by Spark) reaches the driver as Spark's error
+    around the worker's traceback; its first line ends with the traceback's header, which
+    tells nothing, and the error is the first unindented line after the frames.
+    """
+    lines = text.splitlines()
+    starts = [n for n, line in enumerate(lines) if line.rstrip().endswith(_TRACEBACK)]
+    if not starts:
+        return None
+    for line in lines[starts[0] + 1 :]:
+        if line.strip() and not line[0].isspace():
+            return line.strip()
+    return None

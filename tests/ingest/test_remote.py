@@ -21,6 +21,8 @@ from tables.errors import (
     LakehouseError,
     TerminalError,
     UnknownFieldsError,
+    error_summary,
+    raised_line,
 )
 from tables.spec import TableSpec
 
@@ -103,3 +105,11 @@ def test_any_other_worker_error_travels_as_the_terminal_line_the_classic_runner_
     assert type(decoded) is TerminalError
     assert str(decoded) == "stream orders failed at batch 12: 'no column for batch 12'"
     assert str(decoded) == str(worker_failure("orders", 12, KeyError("no column for batch 12")))
+
+
+def test_a_traceback_in_the_failure_is_summed_up_by_its_exception_line() -> None:
+    """Without an encoded line (a worker that died early), the summary names the error."""
+    summary = error_summary(RuntimeError(_TRACEBACK.format(line="KeyError: 'event_id'")))
+    assert summary.startswith("[FOREACH_BATCH_USER_FUNCTION_ERROR]")
+    assert summary.endswith("Traceback (most recent call last): RuntimeError: KeyError: 'event_id'")
+    assert raised_line("no traceback here") is None
