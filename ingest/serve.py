@@ -18,6 +18,7 @@ other, and `lakehouse sql --remote` marks its own session read-only as the embed
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import socket
@@ -189,12 +190,44 @@ def connect_server_command(
 
 
 def start_connect_server(home: Path, catalog: CatalogSpec, host: str, port: int) -> ConnectServer:
-    """Start Spark's Connect server for `home` in a child process (not yet ready)."""
+    """Start Spark's Connect server for `home` in a child process (not yet ready).
+
+    The server ends with the thread that starts it, even when this process is killed outright
+    (SIGKILL, the OOM killer) and cannot stop it: an orphan would go on listening, without
+    authentication, and hold the port from the next `serve`.
+    """
     command, env = connect_server_command(home, catalog, host, port)
     log = home / "logs" / "connect-server.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as output:
         process = subprocess.Popen(
-            command, env=env, stdout=output, stderr=subprocess.STDOUT, start_new_session=True
+            command,
+            env=env,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=ending_with_this_thread(),
         )
     return ConnectServer(process, f"sc://{host}:{port}", log)
+
+
+def ending_with_this_thread() -> Callable[[], None] | None:
+    """A pre-exec hook that has Linux send the child SIGTERM when the forking thread ends.
+
+    The parent-death signal survives the exec of spark-submit and of the JVM it starts. A
+    parent that died before the hook ran is caught by its pid; off Linux there is no hook.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    parent = os.getpid()
+
+    def hook() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return hook
+
+
+_PR_SET_PDEATHSIG = 1

@@ -4,11 +4,13 @@ One server (one JVM) and one continuous ingest serve the whole module; a second 
 started only to be stopped with Ctrl-C. Clients are pyspark's beeline. The server must refuse
 writes, DDL and SET with the guard's one line and change nothing; a query by table name must
 return whole committed batches, never older than what had committed when it was sent; Ctrl-C
-and SIGTERM must each end the server with exit 0 and its last line.
+and SIGTERM must each end the server with exit 0 and its last line, and a SIGKILL must leave
+nothing listening.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -211,6 +213,30 @@ def test_ctrl_c_stops_the_server_cleanly(served: Served) -> None:
     assert "error" not in output.lower(), output[-2000:]
     assert "Traceback" not in output
     assert port_closed(server.port)
+
+
+def test_a_killed_server_leaves_nothing_listening(served: Served) -> None:
+    """SIGKILL (the OOM killer) gives `serve` no chance to stop its Connect server's JVM."""
+    with LakehouseServer(served.root) as server:
+        connect = re.compile(rf"sc://{LOOPBACK}:{server.connect_port} \(Spark Connect\)")
+        wait_until(lambda: bool(connect.search(server.output())), 300, "the Connect endpoint")
+        assert server.process is not None
+        server.process.kill()
+        server.process.wait(60)
+        try:
+            wait_until(lambda: port_closed(server.connect_port), 120, "the Connect port's closing")
+            wait_until(lambda: port_closed(server.port), 120, "the JDBC port's closing")
+        finally:
+            kill_listeners_of(server.connect_port)
+
+
+def kill_listeners_of(connect_port: int) -> None:
+    """Kill a Connect server an assertion above found orphaned (tests stop their own servers)."""
+    marker = f"spark.connect.grpc.binding.port={connect_port}".encode()
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        with contextlib.suppress(OSError):
+            if marker in cmdline.read_bytes():
+                os.kill(int(cmdline.parent.name), signal.SIGKILL)
 
 
 def test_sigterm_stops_the_server_cleanly(served: Served) -> None:
