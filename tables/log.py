@@ -15,7 +15,8 @@ modules name a damaged log file and a missing table the same way (`naming_damage
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from tables.catalog import require_table
@@ -39,7 +40,7 @@ from tables.markers import committed_batch as committed_batch
 from tables.markers import committed_batches as committed_batches
 from tables.markers import read_markers as read_markers
 from tables.markers import state_prefetched as state_prefetched
-from tables.session import clone_session
+from tables.session import thread_clone
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -47,23 +48,53 @@ if TYPE_CHECKING:
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 
 
+@contextmanager
 def commit_session(
     spark: SparkSession,
     meta: CommitMetadata | None = None,
     confs: Mapping[str, str] | None = None,
-) -> SparkSession:
-    """A session clone carrying one commit's userMetadata and per-commit confs, and nothing else.
+) -> Iterator[SparkSession]:
+    """A session carrying one commit's userMetadata and per-commit confs, and nothing else.
 
     Delta reads userMetadata, txn markers and the vacuum retention check from session confs
-    (delta-io/delta#3934): set on a clone, they stay with the one commit. Every commit of this
-    project that records a ledger entry or sets such a conf runs in a session from here.
+    (delta-io/delta#3934): set on this thread's clone of `spark` (`tables.session.thread_clone`)
+    and unset when the commit is done, they stay with the one commit. Every commit of this
+    project that records a ledger entry or sets such a conf runs in a session from here. The
+    clone was made before the commit's temp views: a statement names its source as a global
+    temporary view (`global_view`).
     """
-    clone = clone_session(spark)
-    if meta is not None:
-        clone.conf.set(USER_METADATA_CONF, meta.to_json())
-    for key, value in (confs or {}).items():
+    clone = thread_clone(spark)
+    settings = {
+        **({USER_METADATA_CONF: meta.to_json()} if meta is not None else {}),
+        **(confs or {}),
+    }
+    for key, value in settings.items():
         clone.conf.set(key, value)
-    return clone
+    try:
+        yield clone
+    finally:
+        for key in settings:
+            clone.conf.unset(key)
+
+
+@contextmanager
+def global_view(source: DataFrame) -> Iterator[str]:
+    """`source` as a global temporary view for the commit session; its qualified name, quoted.
+
+    Every session of the application (and of a Connect server) sees a global view, so the
+    commit session, a clone made earlier, reads the batch through it; it is dropped after.
+    """
+    owner = source.sparkSession
+    view = f"lakehouse_merge_source_{uuid.uuid4().hex}"
+    database = owner.conf.get(_GLOBAL_TEMP_DATABASE_CONF, "global_temp") or "global_temp"
+    source.createOrReplaceGlobalTempView(view)
+    try:
+        yield f"{quote_identifier(database)}.{quote_identifier(view)}"
+    finally:
+        owner.catalog.dropGlobalTempView(view)
+
+
+_GLOBAL_TEMP_DATABASE_CONF = "spark.sql.globalTempDatabase"
 
 
 def merge_into(
@@ -78,22 +109,15 @@ def merge_into(
     """Run `MERGE INTO table t USING source s ON on <clauses>` in a commit session.
 
     The SQL statement works on a classic session and over Spark Connect alike (delta-spark's
-    Python MERGE builder needs Delta Connect's server plugin there). The source goes in as a
-    temp view of its own session, which the commit session, a clone of it, carries. Returns the
-    MERGE's metrics, or None when Delta skipped it because the txn marker already holds it.
+    Python MERGE builder needs Delta Connect's server plugin there). Returns the MERGE's
+    metrics, or None when Delta skipped it because the txn marker already holds it.
     """
-    view = f"lakehouse_merge_source_{uuid.uuid4().hex}"
-    owner = source.sparkSession
-    source.createOrReplaceTempView(view)
-    try:
-        clone = commit_session(owner, meta, confs)
+    with global_view(source) as view, commit_session(source.sparkSession, meta, confs) as session:
         statement = (
-            f"MERGE INTO {quote_identifier(table)} AS t USING {quote_identifier(view)} AS s "
+            f"MERGE INTO {quote_identifier(table)} AS t USING {view} AS s "
             f"ON {on} {' '.join(clauses)}"
         )
-        rows = clone.sql(statement).collect()
-    finally:
-        owner.catalog.dropTempView(view)
+        rows = session.sql(statement).collect()
     return {k: int(v) for k, v in rows[0].asDict().items()} if rows else None
 
 
@@ -109,7 +133,8 @@ def commit_markers(
     from tables.jvm import delta
 
     require_table(spark, table)
-    delta.commit_bare_markers(spark, commit_session(spark, meta), table, markers)
+    with commit_session(spark, meta) as session:
+        delta.commit_bare_markers(spark, session, table, markers)
     return table_version(spark, table)
 
 

@@ -106,15 +106,15 @@ def vacuum(
     retain = math.ceil(hours(retention)) if retain_hours is None else retain_hours
     check_vacuum_retention(retain, retention, replay_window, force=force)
     below = retain < hours(retention)
-    clone = commit_session(spark, confs={RETENTION_CHECK_CONF: "false"} if below else None)
     statement = f"VACUUM {quote_identifier(table)} RETAIN {int(retain)} HOURS"
-    files = tuple(str(r["path"]) for r in clone.sql(f"{statement} DRY RUN").collect())
-    _assert_inside(files, detail.location)
-    report = VacuumReport(table, retain, files, _total_size(spark, files), dry_run)
-    if before_delete is not None:
-        before_delete(report)
-    if not dry_run and files:
-        clone.sql(statement).collect()
+    with commit_session(spark, confs={RETENTION_CHECK_CONF: "false"} if below else None) as clone:
+        files = tuple(str(r["path"]) for r in clone.sql(f"{statement} DRY RUN").collect())
+        _assert_inside(files, detail.location)
+        report = VacuumReport(table, retain, files, _total_size(spark, files), dry_run)
+        if before_delete is not None:
+            before_delete(report)
+        if not dry_run and files:
+            clone.sql(statement).collect()
     return report
 
 

@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import sys
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -93,6 +94,38 @@ def clone_session(spark: SparkSession) -> SparkSession:
         return clone_classic(spark)
     connect: Any = spark
     return cast("SparkSession", connect.cloneSession())
+
+
+def session_id(spark: SparkSession) -> str:
+    """The id of the session the wrapper stands for: its JVM session's, or its server session's.
+
+    Wrappers come and go (a classic `foreachBatch` wraps its batch's session anew each batch);
+    the id names the session state they share.
+    """
+    from tables.jvm import classic_session_id, is_classic
+
+    if is_classic(spark):
+        return classic_session_id(spark)
+    connect: Any = spark
+    return str(connect.session_id)
+
+
+_thread_clones = threading.local()
+
+
+def thread_clone(spark: SparkSession) -> SparkSession:
+    """This thread's clone of `spark`, made at its first use and kept for the next.
+
+    A commit sets session confs of its own (delta-io/delta#3934), so it needs a session no other
+    thread uses. A clone per commit would pay a session build each time, and Delta's MERGE keeps
+    the session it ran in alive in the JVM: a clone per MERGE held one more SparkSession after
+    every commit (about 0.4 MB each, measured), which a long stream cannot afford.
+    """
+    clones: dict[str, SparkSession] = _thread_clones.__dict__.setdefault("by_owner", {})
+    owner = session_id(spark)
+    if owner not in clones:
+        clones[owner] = clone_session(spark)
+    return clones[owner]
 
 
 _REMOTE_URL = re.compile(r"sc://[A-Za-z0-9.\-]+:[0-9]{1,5}(?:/;[A-Za-z0-9_=;.\-]*)?")

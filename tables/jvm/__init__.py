@@ -55,6 +55,11 @@ def clone_classic(spark: SparkSession) -> SparkSession:
     return Session(spark.sparkContext, java_session(spark, "cloning a session").cloneSession())
 
 
+def classic_session_id(spark: SparkSession) -> str:
+    """The JVM session's own id (`sessionUUID`), the same through every Python wrapper of it."""
+    return str(java_session(spark, "naming a session").sessionUUID())
+
+
 def is_jvm_running() -> bool:
     """True if this process has launched its gateway JVM (a stopped session keeps it)."""
     from pyspark import SparkContext
