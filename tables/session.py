@@ -124,7 +124,10 @@ def thread_clone(spark: SparkSession) -> SparkSession:
     clones: dict[str, SparkSession] = _thread_clones.__dict__.setdefault("by_owner", {})
     owner = session_id(spark)
     if owner not in clones:
-        clones[owner] = clone_session(spark)
+        clones[owner] = clone = clone_session(spark)
+        # A Connect clone has a channel of its own, whose exit-time clean-up call would retry
+        # for minutes once the server is gone, as the session's would (`connect_session`).
+        atexit.register(close_connect_session, clone)
     return clones[owner]
 
 
