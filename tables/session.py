@@ -110,6 +110,15 @@ def session_id(spark: SparkSession) -> str:
     return str(connect.session_id)
 
 
+def confs_fingerprint(spark: SparkSession) -> int:
+    """A number that changes when the session's SQL confs do (one call, not one per conf)."""
+    from tables.jvm import classic_confs_hash, is_classic
+
+    if is_classic(spark):
+        return classic_confs_hash(spark)
+    return hash(frozenset(spark.conf.getAll.items()))
+
+
 _thread_clones = threading.local()
 
 
@@ -119,16 +128,23 @@ def thread_clone(spark: SparkSession) -> SparkSession:
     A commit sets session confs of its own (delta-io/delta#3934), so it needs a session no other
     thread uses. A clone per commit would pay a session build each time, and Delta's MERGE keeps
     the session it ran in alive in the JVM: a clone per MERGE held one more SparkSession after
-    every commit (about 0.4 MB each, measured), which a long stream cannot afford.
+    every commit (about 0.4 MB each, measured), which a long stream cannot afford. A change to
+    the session's own confs since the clone was made gets a new clone, so commits follow them.
     """
-    clones: dict[str, SparkSession] = _thread_clones.__dict__.setdefault("by_owner", {})
-    owner = session_id(spark)
-    if owner not in clones:
-        clones[owner] = clone = clone_session(spark)
+    from tables.jvm import is_classic
+
+    clones: dict[str, tuple[int, SparkSession]] = _thread_clones.__dict__.setdefault("kept", {})
+    owner, fingerprint = session_id(spark), confs_fingerprint(spark)
+    kept = clones.get(owner)
+    if kept is not None and kept[0] == fingerprint:
+        return kept[1]
+    clone = clone_session(spark)
+    clones[owner] = (fingerprint, clone)
+    if not is_classic(clone):
         # A Connect clone has a channel of its own, whose exit-time clean-up call would retry
         # for minutes once the server is gone, as the session's would (`connect_session`).
         atexit.register(close_connect_session, clone)
-    return clones[owner]
+    return clone
 
 
 _REMOTE_URL = re.compile(r"sc://[A-Za-z0-9.\-]+:[0-9]{1,5}(?:/;[A-Za-z0-9_=;.\-]*)?")
@@ -136,10 +152,13 @@ _REMOTE_URL = re.compile(r"sc://[A-Za-z0-9.\-]+:[0-9]{1,5}(?:/;[A-Za-z0-9_=;.\-]
 
 def close_connect_session(spark: SparkSession) -> None:
     """Close a Spark Connect session's channel (nothing for a classic session), quietly."""
-    client = getattr(spark, "client", None)
-    if client is not None:
-        with contextlib.suppress(Exception):
-            client.close()
+    from tables.jvm import is_classic
+
+    if is_classic(spark):
+        return  # its `client` raises: a classic session has none
+    connect: Any = spark
+    with contextlib.suppress(Exception):
+        connect.client.close()
 
 
 def connect_session(url: str, home: Path | str | None = None) -> SparkSession:

@@ -60,6 +60,11 @@ def classic_session_id(spark: SparkSession) -> str:
     return str(java_session(spark, "naming a session").sessionUUID())
 
 
+def classic_confs_hash(spark: SparkSession) -> int:
+    """The hash of the JVM session's SQL confs, in one py4j call (`conf.getAll` makes dozens)."""
+    return int(java_session(spark, "reading a session's confs").conf().getAll().hashCode())
+
+
 def is_jvm_running() -> bool:
     """True if this process has launched its gateway JVM (a stopped session keeps it)."""
     from pyspark import SparkContext

@@ -135,3 +135,17 @@ def test_a_run_of_merge_commits_leaves_no_session_behind_in_the_jvm(
 
     assert jvm_sessions(spark) <= before + 1
     assert spark.table(spec.name).count() == 13
+
+
+def test_a_change_to_the_sessions_confs_gets_a_clone_that_carries_it(spark: SparkSession) -> None:
+    """Commits follow the session's confs as a fresh clone per commit did."""
+    kept = thread_clone(spark)
+    assert thread_clone(spark) is kept
+    spark.conf.set("lakehouse.test.marker", "on")
+    try:
+        fresh = thread_clone(spark)
+        assert fresh is not kept
+        assert fresh.conf.get("lakehouse.test.marker") == "on"
+        assert thread_clone(spark) is fresh
+    finally:
+        spark.conf.unset("lakehouse.test.marker")
