@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import time
+import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -58,25 +60,36 @@ def encode_error(exc: LakehouseError) -> str:
     file and key), as JSON, so the error raised again here is the one the worker raised.
     """
     carried = {"message": str(exc), **vars(exc)}
-    return f"LAKEHOUSE_ERROR[{type(exc).__name__}]: {json.dumps(carried, default=str)}"
+    try:
+        text = json.dumps(carried, default=str)
+    except (TypeError, ValueError):
+        text = json.dumps({"message": str(exc)})
+    return f"LAKEHOUSE_ERROR[{type(exc).__name__}]: {text}"
 
 
 def decode_error(text: str) -> LakehouseError | None:
     """The project error a failed query's message carries, rebuilt with its class; or None.
 
-    A line cut short (Spark abbreviates long failure texts) still gives a terminal error with
-    what arrived.
+    A line cut short (Spark abbreviates long failure texts) gives what arrived: as its own
+    class if that is transient (those carry no fields, and their exit code asks for a retry),
+    else as a terminal error.
     """
     found = _ERROR.search(text)
     if found is None:
         return None
+    named = getattr(errors, found.group(1), None)
+    kind = named if isinstance(named, type) and issubclass(named, LakehouseError) else None
     try:
         carried = json.loads(found.group(2))
         message = str(carried.pop("message"))
     except (ValueError, TypeError, KeyError, AttributeError):
-        return TerminalError(f"{found.group(1)}: {found.group(2)}")
-    kind = getattr(errors, found.group(1), None)
-    if not (isinstance(kind, type) and issubclass(kind, LakehouseError)):
+        arrived = f"{found.group(1)}: {found.group(2)}"
+        return (
+            kind(arrived)
+            if kind is not None and kind.kind == "transient"
+            else TerminalError(arrived)
+        )
+    if kind is None:
         return TerminalError(message)
     rebuilt = kind.__new__(kind)
     Exception.__init__(rebuilt, message)
@@ -86,13 +99,13 @@ def decode_error(text: str) -> LakehouseError | None:
     return rebuilt
 
 
-def worker_failure(pipeline: str, batch_id: int, exc: BaseException) -> TerminalError:
-    """An unexpected error in the worker, as the one line the classic runner would say.
+def worker_failure(pipeline: str, exc: BaseException) -> TerminalError:
+    """An unexpected error in the worker, as the one line the classic runner says of it.
 
     Left to Spark, it would reach this process as a Python traceback whose first line tells
     nothing (`Traceback (most recent call last):`).
     """
-    return TerminalError(f"stream {pipeline} failed at batch {batch_id}: {error_summary(exc)}")
+    return TerminalError(f"stream {pipeline} failed: {error_summary(exc)}")
 
 
 @dataclass(frozen=True)
@@ -105,14 +118,17 @@ class RemoteBatch:
     quality_dir: Path | None
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        """Commit and audit one micro-batch; a project error leaves as an encoded line."""
+        """Commit and audit one micro-batch; any error leaves as an encoded line.
+
+        An unexpected error's traceback goes to the worker's stderr, the server's log.
+        """
         try:
             self.run(batch, self.batch_base + batch_id)
         except LakehouseError as exc:
             raise RuntimeError(encode_error(exc)) from None
         except Exception as exc:
-            failed = worker_failure(self.pipeline.name, self.batch_base + batch_id, exc)
-            raise RuntimeError(encode_error(failed)) from None
+            traceback.print_exc(file=sys.stderr)
+            raise RuntimeError(encode_error(worker_failure(self.pipeline.name, exc))) from None
 
     def run(self, batch: DataFrame, batch_id: int) -> None:
         """What the classic runner does for a batch, with the worker's own gate and buffer.

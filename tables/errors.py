@@ -13,8 +13,8 @@ from typing import ClassVar, Literal
 ErrorKind = Literal["terminal", "transient"]
 #: A key inside a config document: `("tables", "events", "expectations", 0, "column")`.
 KeyPath = tuple[str | int, ...]
-#: The start of the line Spark adds to an error to say how to fix it.
 _TRACEBACK = "Traceback (most recent call last):"
+#: The start of the line Spark adds to an error to say how to fix it.
 _HINT = re.compile(
     r"^(Please|Hint|Did you mean|Consider|To fix|To avoid|You (can|may|should|must)|Try|If you|"
     r"Set |Use |Remove |Change |Specify |Make sure|Check |Delete |Either )"
@@ -159,17 +159,26 @@ def error_summary(exc: BaseException, limit: int = 600) -> str:
 
 
 def raised_line(text: str) -> str | None:
-    """The `Class: message` line that ends the first Python traceback in `text`, if any.
+    """The `Class: message` line that ends the Python traceback in `text`, if any.
 
     A Python worker's error (a batch function run by Spark) reaches the driver as Spark's error
     around the worker's traceback; its first line ends with the traceback's header, which
-    tells nothing, and the error is the first unindented line after the frames.
+    tells nothing. The error raised is the last unindented line of the traceback (chained
+    errors come before it), which ends where Spark's `JVM stacktrace:` starts.
     """
     lines = text.splitlines()
     starts = [n for n, line in enumerate(lines) if line.rstrip().endswith(_TRACEBACK)]
     if not starts:
         return None
+    found = None
     for line in lines[starts[0] + 1 :]:
-        if line.strip() and not line[0].isspace():
-            return line.strip()
-    return None
+        if line.startswith("JVM stacktrace:"):
+            break
+        if line.strip() and not line[0].isspace() and not _CHAIN.match(line):
+            found = line.strip()
+    return found
+
+
+_CHAIN = re.compile(
+    r"^(Traceback \(most recent call last\):|During handling of|The above exception)"
+)

@@ -15,7 +15,7 @@ modules name a damaged log file and a missing table the same way (`naming_damage
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -40,7 +40,7 @@ from tables.markers import committed_batch as committed_batch
 from tables.markers import committed_batches as committed_batches
 from tables.markers import read_markers as read_markers
 from tables.markers import state_prefetched as state_prefetched
-from tables.session import thread_clone
+from tables.session import forget_thread_clone, thread_clone
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -68,13 +68,28 @@ def commit_session(
         **({USER_METADATA_CONF: meta.to_json()} if meta is not None else {}),
         **(confs or {}),
     }
-    for key, value in settings.items():
-        clone.conf.set(key, value)
     try:
+        for key, value in settings.items():
+            clone.conf.set(key, value)
         yield clone
     finally:
-        for key in settings:
-            clone.conf.unset(key)
+        if not _unset_all(clone, settings):
+            forget_thread_clone(spark)
+
+
+def _unset_all(session: SparkSession, keys: Iterable[str]) -> bool:
+    """Unset each key, going on past a failure; True if every key was unset.
+
+    A clone left holding a commit's txn marker would make Delta skip a later MERGE through it
+    as already applied: one whose confs cannot be cleared is not used again.
+    """
+    cleared = True
+    for key in keys:
+        try:
+            session.conf.unset(key)
+        except Exception:
+            cleared = False
+    return cleared
 
 
 @contextmanager

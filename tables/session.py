@@ -147,6 +147,13 @@ def thread_clone(spark: SparkSession) -> SparkSession:
     return clone
 
 
+def forget_thread_clone(spark: SparkSession) -> None:
+    """Drop this thread's kept clone of `spark`: its next commit gets a fresh one."""
+    clones: dict[str, tuple[int, SparkSession]] = _thread_clones.__dict__.get("kept", {})
+    with contextlib.suppress(Exception):
+        clones.pop(session_id(spark), None)
+
+
 _REMOTE_URL = re.compile(r"sc://[A-Za-z0-9.\-]+:[0-9]{1,5}(?:/;[A-Za-z0-9_=;.\-]*)?")
 
 

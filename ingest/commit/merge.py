@@ -190,8 +190,8 @@ def run_merge(
 ) -> dict[str, int] | None:
     """MERGE `source` into `table` with `meta`'s ledger entry and `confs`; None if Delta skipped.
 
-    A session per commit (`commit_session`) keeps two commits running at once from one session
-    from reading each other's txn markers and userMetadata.
+    The commit session (`commit_session`, this thread's clone of the session) keeps two commits
+    running at once from one session from reading each other's txn markers and userMetadata.
     Without `replace_scope` the MERGE only inserts rows not matched; with it, matched rows within
     the scope are updated and rows within the scope that the source lacks are deleted, in the
     same commit.

@@ -61,7 +61,7 @@ def classic_session_id(spark: SparkSession) -> str:
 
 
 def classic_confs_hash(spark: SparkSession) -> int:
-    """The hash of the JVM session's SQL confs, in one py4j call (`conf.getAll` makes dozens)."""
+    """The hash of the JVM session's SQL confs, in three py4j calls (`conf.getAll`: dozens)."""
     return int(java_session(spark, "reading a session's confs").conf().getAll().hashCode())
 
 

@@ -72,6 +72,12 @@ def test_an_unknown_class_name_comes_back_as_a_terminal_error() -> None:
     assert str(decoded) == "it broke"
 
 
+def test_a_transient_error_cut_short_keeps_its_class_so_its_exit_code_asks_for_a_retry() -> None:
+    decoded = decode_error('RuntimeError: LAKEHOUSE_ERROR[CommitConflictError]: {"message": "con')
+    assert type(decoded) is CommitConflictError
+    assert str(decoded) == 'CommitConflictError: {"message": "con'
+
+
 def test_a_line_cut_short_comes_back_as_a_terminal_error_with_what_arrived() -> None:
     decoded = decode_error('RuntimeError: LAKEHOUSE_ERROR[DuplicatesFoundError]: {"message": "tab')
     assert type(decoded) is TerminalError
@@ -103,8 +109,8 @@ def test_any_other_worker_error_travels_as_the_terminal_line_the_classic_runner_
     assert raised.value.__cause__ is None
     decoded = decode_error(_TRACEBACK.format(line=str(raised.value)))
     assert type(decoded) is TerminalError
-    assert str(decoded) == "stream orders failed at batch 12: 'no column for batch 12'"
-    assert str(decoded) == str(worker_failure("orders", 12, KeyError("no column for batch 12")))
+    assert str(decoded) == "stream orders failed: 'no column for batch 12'"
+    assert str(decoded) == str(worker_failure("orders", KeyError("no column for batch 12")))
 
 
 def test_a_traceback_in_the_failure_is_summed_up_by_its_exception_line() -> None:
@@ -113,3 +119,13 @@ def test_a_traceback_in_the_failure_is_summed_up_by_its_exception_line() -> None
     assert summary.startswith("[FOREACH_BATCH_USER_FUNCTION_ERROR]")
     assert summary.endswith("Traceback (most recent call last): RuntimeError: KeyError: 'event_id'")
     assert raised_line("no traceback here") is None
+
+
+def test_a_chained_traceback_is_summed_up_by_the_error_raised_last() -> None:
+    text = (
+        "Reason: Found error inside foreachBatch Python process: Traceback (most recent call "
+        "last):\n  File \"a.py\", line 1, in f\nKeyError: 'k'\n\nDuring handling of the above "
+        "exception, another exception occurred:\n\nTraceback (most recent call last):\n"
+        '  File "a.py", line 3, in f\nValueError: bad batch\n\nJVM stacktrace:\nat x'
+    )
+    assert raised_line(text) == "ValueError: bad batch"

@@ -228,6 +228,8 @@ def test_a_killed_server_leaves_nothing_listening(served: Served) -> None:
             wait_until(lambda: port_closed(server.port), 120, "the JDBC port's closing")
         finally:
             kill_listeners_of(server.connect_port)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(server.process.pid, signal.SIGKILL)  # serve's JVM, if left behind
 
 
 def kill_listeners_of(connect_port: int) -> None:

@@ -72,6 +72,17 @@ def test_a_commits_confs_stay_on_the_clone_and_are_gone_after_it(spark: SparkSes
     assert session.conf.get(TXN_APP_CONF, None) is None
 
 
+def test_a_failed_commit_leaves_no_conf_on_the_clone(spark: SparkSession) -> None:
+    try:
+        with commit_session(spark, meta(7), {TXN_APP_CONF: "app"}) as session:
+            raise RuntimeError("the MERGE failed")
+    except RuntimeError:
+        pass
+
+    assert session.conf.get(USER_METADATA_CONF, None) is None
+    assert session.conf.get(TXN_APP_CONF, None) is None
+
+
 def test_merges_through_the_kept_clone_read_each_source_and_carry_only_their_own_entry(
     spark: SparkSession,
 ) -> None:
