@@ -179,6 +179,4 @@ def raised_line(text: str) -> str | None:
     return found
 
 
-_CHAIN = re.compile(
-    r"^(Traceback \(most recent call last\):|During handling of|The above exception)"
-)
+_CHAIN = re.compile(rf"^({re.escape(_TRACEBACK)}|During handling of|The above exception)")

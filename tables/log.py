@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from tables.catalog import require_table
+from tables.clones import forget_thread_clone, thread_clone
 from tables.identifiers import quote_identifier
 from tables.jvm import is_classic
 from tables.ledger import LEDGER_FORMAT as LEDGER_FORMAT
@@ -40,7 +41,6 @@ from tables.markers import committed_batch as committed_batch
 from tables.markers import committed_batches as committed_batches
 from tables.markers import read_markers as read_markers
 from tables.markers import state_prefetched as state_prefetched
-from tables.session import forget_thread_clone, thread_clone
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -57,7 +57,7 @@ def commit_session(
     """A session carrying one commit's userMetadata and per-commit confs, and nothing else.
 
     Delta reads userMetadata, txn markers and the vacuum retention check from session confs
-    (delta-io/delta#3934): set on this thread's clone of `spark` (`tables.session.thread_clone`)
+    (delta-io/delta#3934): set on this thread's clone of `spark` (`tables.clones.thread_clone`)
     and unset when the commit is done, they stay with the one commit. Every commit of this
     project that records a ledger entry or sets such a conf runs in a session from here. The
     clone was made before the commit's temp views: a statement names its source as a global

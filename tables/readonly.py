@@ -78,7 +78,7 @@ def _compile(jar: Path) -> None:
 
 def read_only_session(spark: SparkSession) -> SparkSession:
     """A clone of the session (same catalog and tables) in which only reading statements run."""
-    from tables.session import clone_session
+    from tables.clones import clone_session
 
     session = clone_session(spark)
     session.conf.set(READ_ONLY_CONF, "true")

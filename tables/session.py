@@ -16,11 +16,10 @@ import os
 import re
 import shutil
 import sys
-import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from pyspark.sql import SparkSession
 
@@ -79,79 +78,6 @@ def embedded_sizing(cores: int | None) -> dict[str, str]:
         "spark.databricks.delta.snapshotPartitions": size,
         "spark.sql.sources.parallelPartitionDiscovery.parallelism": size,
     }
-
-
-def clone_session(spark: SparkSession) -> SparkSession:
-    """A copy of the session (its SQL confs and temp views included) whose confs change alone.
-
-    Delta reads txn markers, userMetadata and the vacuum retention check from session-wide confs
-    (delta-io/delta#3934); setting them on a clone keeps them to one operation. Spark Connect has
-    `cloneSession`; a classic session's own is not public (`tables.jvm.clone_classic`).
-    """
-    from tables.jvm import clone_classic, is_classic
-
-    if is_classic(spark):
-        return clone_classic(spark)
-    connect: Any = spark
-    return cast("SparkSession", connect.cloneSession())
-
-
-def session_id(spark: SparkSession) -> str:
-    """The id of the session the wrapper stands for: its JVM session's, or its server session's.
-
-    Wrappers come and go (a classic `foreachBatch` wraps its batch's session anew each batch);
-    the id names the session state they share.
-    """
-    from tables.jvm import classic_session_id, is_classic
-
-    if is_classic(spark):
-        return classic_session_id(spark)
-    connect: Any = spark
-    return str(connect.session_id)
-
-
-def confs_fingerprint(spark: SparkSession) -> int:
-    """A number that changes when the session's SQL confs do (one call, not one per conf)."""
-    from tables.jvm import classic_confs_hash, is_classic
-
-    if is_classic(spark):
-        return classic_confs_hash(spark)
-    return hash(frozenset(spark.conf.getAll.items()))
-
-
-_thread_clones = threading.local()
-
-
-def thread_clone(spark: SparkSession) -> SparkSession:
-    """This thread's clone of `spark`, made at its first use and kept for the next.
-
-    A commit sets session confs of its own (delta-io/delta#3934), so it needs a session no other
-    thread uses. A clone per commit would pay a session build each time, and Delta's MERGE keeps
-    the session it ran in alive in the JVM: a clone per MERGE held one more SparkSession after
-    every commit (about 0.4 MB each, measured), which a long stream cannot afford. A change to
-    the session's own confs since the clone was made gets a new clone, so commits follow them.
-    """
-    from tables.jvm import is_classic
-
-    clones: dict[str, tuple[int, SparkSession]] = _thread_clones.__dict__.setdefault("kept", {})
-    owner, fingerprint = session_id(spark), confs_fingerprint(spark)
-    kept = clones.get(owner)
-    if kept is not None and kept[0] == fingerprint:
-        return kept[1]
-    clone = clone_session(spark)
-    clones[owner] = (fingerprint, clone)
-    if not is_classic(clone):
-        # A Connect clone has a channel of its own, whose exit-time clean-up call would retry
-        # for minutes once the server is gone, as the session's would (`connect_session`).
-        atexit.register(close_connect_session, clone)
-    return clone
-
-
-def forget_thread_clone(spark: SparkSession) -> None:
-    """Drop this thread's kept clone of `spark`: its next commit gets a fresh one."""
-    clones: dict[str, tuple[int, SparkSession]] = _thread_clones.__dict__.get("kept", {})
-    with contextlib.suppress(Exception):
-        clones.pop(session_id(spark), None)
 
 
 _REMOTE_URL = re.compile(r"sc://[A-Za-z0-9.\-]+:[0-9]{1,5}(?:/;[A-Za-z0-9_=;.\-]*)?")

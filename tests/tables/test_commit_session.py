@@ -18,10 +18,10 @@ import pytest
 from pyspark.sql import SparkSession
 
 from ingest.commit import commit_batch
+from tables.clones import session_id, thread_clone
 from tables.jvm import gateway_process
 from tables.log import USER_METADATA_CONF, CommitMetadata, commit_session, merge_into
 from tables.log_reads import history_rows
-from tables.session import session_id, thread_clone
 from tables.spec import TableSpec
 
 TXN_APP_CONF = "spark.databricks.delta.write.txnAppId"
@@ -110,8 +110,7 @@ def test_merges_through_the_kept_clone_read_each_source_and_carry_only_their_own
 def jvm_sessions(spark: SparkSession) -> int:
     """How many SparkSession objects the driver JVM holds after a full GC (jcmd's histogram)."""
     jcmd = shutil.which("jcmd")
-    if jcmd is None:
-        pytest.skip("jcmd (the JDK's) is not on PATH")
+    assert jcmd is not None, "jcmd is needed: it comes with the JDK, as javac (the guard) does"
     gc.collect()  # Python's proxies of dropped sessions release their JVM objects
     histogram = subprocess.run(
         [jcmd, str(gateway_process(spark).pid), "GC.class_histogram"],
