@@ -12,7 +12,7 @@ costs can also be started early, beside other work (`state_prefetched`).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -38,6 +38,8 @@ class MarkerRead:
     markers: dict[str, int]
     from_checksum: bool
     version: int = -1
+    table_id: str | None = None
+    """Delta's id of the table read (classic sessions): what `tables.key_range` keys facts by."""
 
 
 def is_checksum_complete(listed: int | None, max_listed: int, retention_set: bool) -> bool:
@@ -79,10 +81,11 @@ def _classic_markers(spark: SparkSession, table: str, max_listed: int) -> Marker
     def read(snapshot: Any) -> MarkerRead:
         listed = delta.checksum_markers(snapshot)
         retention = delta.has_marker_retention(snapshot, MARKER_RETENTION_PROPERTY)
-        version = int(snapshot.version())
+        version, found_id = int(snapshot.version()), delta.table_id(snapshot)
         if listed is not None and is_checksum_complete(len(listed), max_listed, retention):
-            return MarkerRead(listed, from_checksum=True, version=version)
-        return MarkerRead(delta.state_markers(snapshot), from_checksum=False, version=version)
+            return MarkerRead(listed, from_checksum=True, version=version, table_id=found_id)
+        markers = delta.state_markers(snapshot)
+        return MarkerRead(markers, from_checksum=False, version=version, table_id=found_id)
 
     return delta.read_snapshot(spark, table, read)
 
@@ -151,7 +154,9 @@ def _replayed_markers(spark: SparkSession, log: str, version: int) -> dict[str, 
 
 
 @contextmanager
-def state_prefetched(spark: SparkSession, table: str) -> Iterator[None]:
+def state_prefetched(
+    spark: SparkSession, table: str, then: Callable[[], object] | None = None
+) -> Iterator[None]:
     """Rebuild the state of the table's snapshot last read in the background while the block runs.
 
     Delta's idempotent write reads its marker through `Snapshot.transactions`, which rebuilds
@@ -160,7 +165,8 @@ def state_prefetched(spark: SparkSession, table: str) -> Iterator[None]:
     preparation, on the second core, instead of after it. The rebuild is Delta's own (a lazy,
     once-per-snapshot value): the marker stays Delta's to check, and a failure here is left to
     the read that needs the state, which raises it with its context. Classic sessions only; over
-    Spark Connect the block runs alone.
+    Spark Connect the block runs alone. `then` runs in the same thread after the rebuild (work
+    on the rebuilt state that can also stay off the critical path); its errors are its own.
     """
     if not is_classic(spark):
         yield
@@ -172,6 +178,8 @@ def state_prefetched(spark: SparkSession, table: str) -> Iterator[None]:
     def rebuild() -> None:  # the snapshot the marker was just read from: no new listing
         with contextlib.suppress(Exception):
             delta.read_snapshot(spark, table, delta.state_markers, fresh=False)
+        if then is not None:
+            then()
 
     thread = InheritableThread(target=rebuild, name=f"lakehouse-state-{table}", daemon=True)
     thread.start()

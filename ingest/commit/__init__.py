@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
@@ -61,6 +62,7 @@ from quality.fates import landed_columns
 from quality.malformed import landable_rows, with_raw_record
 from quality.quarantine import REASON_COLUMN, ensure_quarantine_table, write_quarantine
 from quality.results import CheckResult, audit_entry, checks_from_ledger, record
+from tables import key_range
 from tables.errors import CheckpointLostError, ExpectationFailedError
 from tables.identifiers import validate_app_id
 from tables.log import CommitMetadata, naming_damaged_log
@@ -116,7 +118,12 @@ def commit_batch(
     watch = Stopwatch()
     with ExitStack() as cleanup:
         # Everything up to the audit leaves the table's state alone: Delta rebuilds it meanwhile.
-        with state_prefetched(spark, spec.name):
+        learn = (
+            partial(key_range.learn, spark, spec.name, read.table_id, read.version, spec.keys)
+            if key_range.are_keys_orderable(schema, spec.keys)
+            else None
+        )
+        with state_prefetched(spark, spec.name, then=learn):
             with watch.stage("prepare"):
                 prepared = prepare_batch(
                     spark, spec, schema, batch, raw_format, reader_options, gate
@@ -124,6 +131,7 @@ def commit_batch(
             cleanup.callback(prepared.classified.unpersist)
             staged = _stage(spark, spec, schema, app_id, batch_id, prepared, watch)
         stats, plan = prepared.stats, staged.plan
+        bounds = {key: (low, high) for key, low, high in stats.key_bounds}
         # The first read of the table's state.
         with naming_damaged_log(spec.name), watch.stage("audit"):
             audit = audit_before_commit(
@@ -131,10 +139,11 @@ def commit_batch(
                 spec,
                 staged.landable.select(*spec.keys),
                 staged.landing,
-                {key: (low, high) for key, low, high in stats.key_bounds},
+                bounds,
                 read.version,
                 staged.scope,
                 (app_id, batch_id),
+                key_range.known_range(read.table_id, read.version) if learn else None,
             )
             append = stats.rows == 0 or (
                 plan is None
@@ -176,6 +185,8 @@ def commit_batch(
         result = replace(result, timings=dict(watch.seconds))
         if result.status != "committed":
             return result
+        if learn is not None:
+            key_range.carry(read.table_id, read.version, result.version, bounds)
         if stats.rows == 0:
             return replace(result, status="empty", note="empty batch: its marker and ledger entry")
         raise_high_water(spec.name, app_id, batch_id)

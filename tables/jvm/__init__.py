@@ -3,10 +3,11 @@
 Everything else in the project goes through public APIs (SQL, DataFrames, Structured Streaming),
 which work on a classic session and over Spark Connect alike. What no public API does is in this
 package, one module per concern, each function saying why Python cannot do it: reading Delta's
-markers and newest commit without a Spark job and committing bare markers (`delta`), Hadoop file
-systems (`files`), Kafka's admin client (`kafka`), the Hive metastore's schema (`hive`) and the
-JDBC server (`servers`). The private attributes of PySpark's classic objects are read here only.
-On a Spark Connect session each of these raises ClassicOnlyError, one line naming the operation.
+markers and newest commit without a Spark job, its files' statistics, and committing bare
+markers (`delta`), Hadoop file systems (`files`), Kafka's admin client (`kafka`), the Hive
+metastore's schema (`hive`) and the JDBC server (`servers`). The private attributes of PySpark's
+classic objects are read here only. On a Spark Connect session each of these raises
+ClassicOnlyError, one line naming the operation.
 """
 
 from __future__ import annotations

@@ -9,6 +9,8 @@
 - A table's rows at the version this process's snapshot holds, without resolving the version
   again: a `versionAsOf` read lists `_delta_log` twice (once from version 0, to check the
   version can still be rebuilt), which on a local disk or HDFS grows with the log.
+- A table's key range from its files' statistics (`tables.key_range`): no public API exposes
+  them; Delta's data skipping reads the same parsed, cached statistics.
 
 `tables.log` decides when these are used and reads the same things through public APIs over
 Spark Connect.
@@ -23,6 +25,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tables.jvm import gateway, java_session
+from tables.key_range import KeyRange
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -122,6 +125,51 @@ def newest_commit(spark: SparkSession, table: str, *, fresh: bool = True) -> dic
         }
 
     return read_snapshot(spark, table, read, fresh=fresh)
+
+
+def table_id(snapshot: Any) -> str:
+    """The Delta table id of a snapshot's metadata (a dropped and re-created table gets another)."""
+    return str(snapshot.metadata().id())
+
+
+def stats_key_range(spark: SparkSession, snapshot: Any, keys: tuple[str, ...]) -> KeyRange | None:
+    """The range the keys of a snapshot's files lie in, from their statistics.
+
+    None when some file's statistics cannot vouch for a key column (no statistics, or a null
+    minimum or maximum beside non-null values), or when the table maps column names (its
+    statistics use physical names). One Spark job over Delta's parsed statistics, which Delta
+    caches for its own data skipping; none when the version checksum says there is no file.
+    """
+    from pyspark.sql import DataFrame
+    from pyspark.sql import functions as F
+
+    found_id, version = table_id(snapshot), int(snapshot.version())
+    checksum = snapshot.checksumOpt()
+    if checksum.isDefined() and int(checksum.get().numFiles()) == 0:
+        return KeyRange(found_id, version, None)
+    if str(snapshot.metadata().columnMappingMode().name()) != "none":
+        return None
+    aggregates = []
+    for i, key in enumerate(keys):
+        low, high = F.col("stats.minValues").getField(key), F.col("stats.maxValues").getField(key)
+        nulls, records = F.col("stats.nullCount").getField(key), F.col("stats.numRecords")
+        all_null = nulls.isNotNull() & records.isNotNull() & (nulls == records)
+        vouched = records.isNotNull() & ((low.isNotNull() & high.isNotNull()) | all_null)
+        aggregates += [
+            F.min(low).alias(f"low_{i}"),
+            F.max(high).alias(f"high_{i}"),
+            F.sum(F.when(vouched, 0).otherwise(1)).alias(f"unknown_{i}"),
+        ]
+    try:
+        row = DataFrame(snapshot.withStats(), spark).agg(*aggregates).collect()[0]
+    except Exception:  # a key column without statistics (not among the indexed columns)
+        return None
+    if any(int(row[f"unknown_{i}"] or 0) for i in range(len(keys))):
+        return None
+    if all(row[f"low_{i}"] is None for i in range(len(keys))):
+        return KeyRange(found_id, version, None)
+    bounds = {key: (row[f"low_{i}"], row[f"high_{i}"]) for i, key in enumerate(keys)}
+    return KeyRange(found_id, version, bounds)
 
 
 def snapshot_frame(spark: SparkSession, table: str, version: int) -> DataFrame | None:

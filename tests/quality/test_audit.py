@@ -16,8 +16,10 @@ from ingest.runner import run_pipeline
 from ingest.sources import FileSource
 from quality.audit import audit_commit, audit_table, repair_duplicates
 from quality.results import held_by, is_recorded, recent_results, record
+from tables import key_range
 from tables.errors import DuplicatesFoundError
 from tables.log import read_ledger
+from tables.markers import read_markers
 from tables.spec import TableSpec
 
 MakeTable = Callable[..., TableSpec]
@@ -138,6 +140,43 @@ def test_the_audit_of_one_commit_reads_its_own_files_not_the_table(
     assert full.files_read == table_files
     assert audit.files_read is not None
     assert audit.files_read <= 2 * table_files // 12 + 2
+
+
+def test_a_commit_carries_the_tables_key_range_to_the_next_audit(
+    spark: SparkSession, make_table: MakeTable
+) -> None:
+    """Each commit widens the range it read by its batch; the next, outside it, reads nothing."""
+    spec = make_table()
+    for batch in range(3):
+        ids = [f"e{batch}{i}" for i in range(5)]
+        result = commit_batch(spark, spec, "app", batch, events(spark, ids))
+        assert result.audit is not None
+        assert (result.audit.status, result.audit.files_read) == ("passed", 0)
+    read = read_markers(spark, spec.name)
+
+    known = key_range.known_range(read.table_id, read.version)
+
+    assert result.version == read.version
+    assert known is not None
+    assert known.bounds == {"event_id": ("e00", "e24")}
+
+
+def test_another_writers_rows_between_two_commits_are_audited(
+    spark: SparkSession, make_table: MakeTable
+) -> None:
+    """A commit this process did not make leaves the range unknown: the audit reads the table."""
+    spec = make_table()
+    commit_batch(spark, spec, "app", 0, events(spark, ["e10", "e11"]))
+    spark.sql(
+        f"INSERT INTO {spec.name} (event_id, user_id, amount, _lh_app_id, _lh_batch_id, "
+        "_lh_ingested_at) VALUES ('e25', 'other', 2.0, 'other', 0, current_timestamp())"
+    )
+
+    result = commit_batch(spark, spec, "app", 1, events(spark, ["e25", "e26"]))
+
+    assert result.audit is not None
+    assert (result.audit.status, result.audit.sample_keys) == ("failed", ("e25",))
+    assert copies_of(spark, spec, "e25") == ["other", "u"]
 
 
 def land_two_batches(spark: SparkSession, spec: TableSpec, tmp_path: Path) -> PipelineSpec:

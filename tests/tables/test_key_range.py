@@ -1,0 +1,128 @@
+"""A table's key range known without a read: its predicates, Delta's statistics, its carry."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import date
+from decimal import Decimal
+
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql.types import (
+    DateType,
+    DecimalType,
+    DoubleType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from tables import key_range
+from tables.jvm import delta
+from tables.key_range import KeyRange, are_keys_orderable, is_orderable, is_outside, widened
+from tables.spec import TableSpec
+
+MakeTable = Callable[..., TableSpec]
+
+
+@pytest.fixture(autouse=True)
+def _no_known_ranges() -> Iterator[None]:
+    key_range.forget_all()
+    yield
+    key_range.forget_all()
+
+
+def test_types_python_orders_as_spark_does() -> None:
+    assert all(is_orderable(t) for t in (StringType(), LongType(), DecimalType(10, 2), DateType()))
+    assert not any(is_orderable(t) for t in (DoubleType(), TimestampType()))
+    assert not is_orderable(StringType("UTF8_LCASE"))
+    schema = StructType([StructField("k", StringType()), StructField("x", DoubleType())])
+    assert are_keys_orderable(schema, ("k",))
+    assert not are_keys_orderable(schema, ("k", "x"))
+    assert not are_keys_orderable(schema, ("missing",))
+
+
+def test_a_batch_is_outside_when_one_key_column_misses_the_range() -> None:
+    table = KeyRange("id", 3, {"a": ("e10", "e19"), "b": (1, 5)})
+
+    assert is_outside(table, {"a": ("e20", "e29"), "b": (1, 5)})
+    assert is_outside(table, {"a": ("e10", "e19"), "b": (6, 9)})
+    assert is_outside(table, {"a": ("e0", "e0"), "b": (1, 1)})
+    assert not is_outside(table, {"a": ("e19", "e20"), "b": (5, 6)})
+    assert not is_outside(None, {"a": ("e20", "e29"), "b": (1, 5)})
+    assert is_outside(KeyRange("id", 3, None), {"a": ("e10", "e19"), "b": (1, 5)})
+    assert is_outside(KeyRange("id", 3, {"a": (None, None), "b": (1, 5)}), {"a": ("x", "y")})
+    assert not is_outside(table, {"a": (None, None), "b": (1, 5)})
+
+
+def test_a_range_widens_by_the_batch_and_keeps_its_table() -> None:
+    table = KeyRange("id", 3, {"k": (Decimal("1.5"), Decimal("2.0"))})
+
+    assert widened(table, {"k": (Decimal("0.5"), Decimal("1.0"))}, 4) == KeyRange(
+        "id", 4, {"k": (Decimal("0.5"), Decimal("2.0"))}
+    )
+    assert widened(KeyRange("id", 3, None), {"k": (1, 2)}, 4) == KeyRange("id", 4, {"k": (1, 2)})
+    assert widened(table, {"k": (None, None)}, 4).bounds == table.bounds
+
+
+def test_a_commit_carries_the_range_only_to_the_very_next_version() -> None:
+    key_range.remember(KeyRange("t1", 3, {"k": (1, 2)}))
+
+    key_range.carry("t1", 3, 5, {"k": (7, 9)})
+    assert key_range.known_range("t1", 5) is None
+
+    key_range.carry("t1", 3, 4, {"k": (7, 9)})
+    assert key_range.known_range("t1", 4) == KeyRange("t1", 4, {"k": (1, 9)})
+    assert key_range.known_range("t1", 3) is None
+    assert key_range.known_range("t2", 4) is None
+    assert key_range.known_range(None, 4) is None
+
+    key_range.remember(KeyRange("t1", 2, {"k": (0, 0)}))
+    assert key_range.known_range("t1", 4) is not None
+
+
+def _snapshot_range(spark: SparkSession, table: str) -> KeyRange | None:
+    return delta.read_snapshot(spark, table, lambda s: delta.stats_key_range(spark, s, ("k", "n")))
+
+
+def test_the_range_comes_from_deltas_file_statistics(spark: SparkSession) -> None:
+    spark.sql("CREATE TABLE kr_stats (k STRING, n BIGINT, d DATE) USING delta")
+    empty = _snapshot_range(spark, "kr_stats")
+    spark.sql("INSERT INTO kr_stats VALUES ('e07', 3, DATE'2026-01-02'), ('e02', 9, NULL)")
+    spark.sql("INSERT INTO kr_stats VALUES ('e05', -4, DATE'2026-01-01')")
+    spark.sql("INSERT INTO kr_stats VALUES (NULL, NULL, NULL)")
+
+    found = _snapshot_range(spark, "kr_stats")
+
+    assert empty is not None
+    assert empty.bounds is None
+    assert found is not None
+    assert found.version == 3
+    assert found.bounds == {"k": ("e02", "e07"), "n": (-4, 9)}
+    dates = delta.read_snapshot(
+        spark, "kr_stats", lambda s: delta.stats_key_range(spark, s, ("d",))
+    )
+    assert dates is not None
+    assert dates.bounds == {"d": (date(2026, 1, 1), date(2026, 1, 2))}
+
+
+def test_files_without_statistics_leave_the_range_unknown(spark: SparkSession) -> None:
+    spark.sql(
+        "CREATE TABLE kr_nostats (n BIGINT, k STRING) USING delta "
+        "TBLPROPERTIES ('delta.dataSkippingNumIndexedCols' = '1')"
+    )
+    spark.sql("INSERT INTO kr_nostats VALUES (1, 'a')")
+
+    assert _snapshot_range(spark, "kr_nostats") is None
+
+
+def test_a_table_that_maps_column_names_is_left_to_delta(spark: SparkSession) -> None:
+    spark.sql(
+        "CREATE TABLE kr_mapped (k STRING, n BIGINT) USING delta "
+        "TBLPROPERTIES ('delta.columnMapping.mode' = 'name')"
+    )
+    spark.sql("INSERT INTO kr_mapped VALUES ('a', 1)")
+
+    assert _snapshot_range(spark, "kr_mapped") is None
