@@ -13,12 +13,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ingest.admin.apps import finish_reset, pending_reset
 from ingest.checkpoint import hold_checkpoint
 from ingest.commit import BatchResult, commit_batch
+from ingest.commit.highwater import high_water
 from ingest.config.checks import assert_pipeline_ready, origin_of
 from ingest.config.where import located
 from ingest.decisions import is_checkpoint_lost
@@ -33,7 +35,7 @@ from tables.catalog import ensure_table
 from tables.errors import CheckpointLostError, LakehouseError, TerminalError, error_summary
 from tables.faults import fault_point
 from tables.jvm import is_classic
-from tables.markers import committed_batch
+from tables.markers import committed_batch, prefetch_state
 from tables.storage import child_names, exists
 
 if TYPE_CHECKING:
@@ -137,6 +139,10 @@ def run_pipeline(
         pipeline.source.assert_present(spark)
     ensure_table(spark, spec)
     ensure_quarantine_table(spark, spec)
+    # The first batch's commit waits for the table's state (and, under `batch` dedup, the app's
+    # high-water mark): both are built while the stream starts.
+    high = partial(high_water, spark, spec.name, pipeline.app_id)
+    prefetch_state(spark, spec.name, then=high if spec.dedup == "batch" else None)
     report = RunReport(
         pipeline.name, pipeline.app_id, spec.name, quarantine_table=spec.quarantine_name
     )

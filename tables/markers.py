@@ -15,6 +15,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from threading import Thread
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
@@ -168,25 +169,40 @@ def state_prefetched(
     Spark Connect the block runs alone. `then` runs in the same thread after the rebuild (work
     on the rebuilt state that can also stay off the critical path); its errors are its own.
     """
-    if not is_classic(spark):
+    thread = prefetch_state(spark, table, then, fresh=False)
+    try:
         yield
-        return
+    finally:
+        if thread is not None:
+            thread.join()
+
+
+def prefetch_state(
+    spark: SparkSession, table: str, then: Callable[[], object] | None = None, *, fresh: bool = True
+) -> Thread | None:
+    """Start rebuilding the state of the table's current snapshot in a background thread.
+
+    A run starts it once its tables are there, so the state its first batch's commit waits for
+    is built while the stream starts (a first rebuild in a new JVM takes seconds); the batch's
+    own rebuild then finds Delta's lazy value computed, or waits for it, if no commit landed in
+    between. With `fresh=False`, of the snapshot this process read last (no listing). Returns
+    the thread, or None over Spark Connect (nothing to prefetch through its public APIs).
+    """
+    if not is_classic(spark):
+        return None
     from pyspark import InheritableThread
 
     from tables.jvm import delta
 
-    def rebuild() -> None:  # the snapshot the marker was just read from: no new listing
+    def rebuild() -> None:
         with contextlib.suppress(Exception):
-            delta.read_snapshot(spark, table, delta.state_markers, fresh=False)
+            delta.read_snapshot(spark, table, delta.state_markers, fresh=fresh)
         if then is not None:
             then()
 
     thread = InheritableThread(target=rebuild, name=f"lakehouse-state-{table}", daemon=True)
     thread.start()
-    try:
-        yield
-    finally:
-        thread.join()
+    return thread
 
 
 def committed_batches(spark: SparkSession, table: str) -> dict[str, int]:

@@ -147,6 +147,7 @@ def commit_batch(
             )
             append = stats.rows == 0 or (
                 plan is None
+                and spec.dedup == "batch"
                 and should_append(spec.dedup, batch_id, high_water(spark, spec.name, app_id))
             )
         meta = CommitMetadata(

@@ -22,7 +22,13 @@ from tables.log import (
     ledger_entry_from_history,
 )
 from tables.log_reads import history_rows, table_at
-from tables.markers import committed_batch, is_checksum_complete, read_markers, state_prefetched
+from tables.markers import (
+    committed_batch,
+    is_checksum_complete,
+    prefetch_state,
+    read_markers,
+    state_prefetched,
+)
 from tables.spec import TableSpec
 from tests.support.delta_cache import clear_log_cache
 from tests.support.jobs import spark_jobs
@@ -155,6 +161,22 @@ def test_deltas_own_marker_read_needs_a_job_unless_the_state_was_prefetched(
 
     assert markers == {"app": 1}
     assert (jobs == 0) is prefetched
+
+
+def test_a_runs_prefetch_builds_the_state_and_then_its_follow_up(
+    spark: SparkSession, make_table: Callable[..., TableSpec]
+) -> None:
+    """A run's prefetch lists the log itself (no marker read before it) and runs `then` after."""
+    spec = _with_batches(spark, make_table(), 0, 1, 2)
+    followed: list[str] = []
+
+    thread = prefetch_state(spark, spec.name, then=lambda: followed.append("then"))
+    assert thread is not None
+    thread.join()
+    markers, jobs = spark_jobs(spark, _state_read(spark, spec.name))
+
+    assert (markers, jobs) == ({"app": 2}, 0)
+    assert followed == ["then"]
 
 
 def test_a_failed_prefetch_is_left_to_the_read_that_needs_the_state(
