@@ -34,13 +34,15 @@ Bounds = Mapping[str, tuple[Any, Any]]
 
 @dataclass(frozen=True)
 class KeyRange:
-    """Every non-null key of table `table_id` at `version` lies within `bounds` (None: none does).
+    """Every non-null value of key columns `keys` of table `table_id` at `version` lies within
+    `bounds` (None: the table holds none).
 
     A key column holding only nulls has (None, None): no row of the table can match a bound on it.
     """
 
     table_id: str
     version: int
+    keys: tuple[str, ...]
     bounds: Bounds | None
 
 
@@ -64,47 +66,65 @@ def are_keys_orderable(schema: StructType, keys: tuple[str, ...]) -> bool:
 
 
 def is_outside(table: KeyRange | None, batch: Bounds) -> bool:
-    """True if no row of the table can lie within the batch's bounds on every key column."""
-    if table is None:
+    """True if no row of the table can lie within the batch's bounds on every key column.
+
+    Values that do not compare (a key column whose type changed) answer False: the audit reads.
+    """
+    if table is None or set(table.keys) != set(batch):
         return False
     if table.bounds is None:
         return True
-    for key, (low, high) in batch.items():
-        if key not in table.bounds or low is None or high is None:
-            return False
-        table_low, table_high = table.bounds[key]
-        if table_low is None or high < table_low or low > table_high:
-            return True
-    return False
+    try:
+        return any(_misses(table.bounds[key], low, high) for key, (low, high) in batch.items())
+    except TypeError:
+        return False
 
 
-def widened(table: KeyRange, batch: Bounds, version: int) -> KeyRange:
-    """The range at `version` of a table that held `table`'s rows and gained the batch's."""
+def _misses(table: tuple[Any, Any], low: Any, high: Any) -> bool:
+    """True if a batch's (low, high) on one key column lies outside the table's range on it."""
+    if low is None or high is None:
+        return False
+    table_low, table_high = table
+    return table_low is None or bool(high < table_low or low > table_high)
+
+
+def widened(table: KeyRange, batch: Bounds, version: int) -> KeyRange | None:
+    """The range at `version` of a table that held `table`'s rows and gained the batch's.
+
+    None if the batch's key columns are not the range's, or their values do not compare.
+    """
+    if set(table.keys) != set(batch):
+        return None
     if all(low is None for low, _ in batch.values()):
-        return KeyRange(table.table_id, version, table.bounds)
+        return KeyRange(table.table_id, version, table.keys, table.bounds)
     if table.bounds is None:
-        return KeyRange(table.table_id, version, dict(batch))
+        return KeyRange(table.table_id, version, table.keys, dict(batch))
     merged: dict[str, tuple[Any, Any]] = {}
-    for key, (low, high) in batch.items():
-        old_low, old_high = table.bounds[key]
-        merged[key] = (
-            low if old_low is None else min(old_low, low),
-            high if old_high is None else max(old_high, high),
-        )
-    return KeyRange(table.table_id, version, merged)
+    try:
+        for key, (low, high) in batch.items():
+            old_low, old_high = table.bounds[key]
+            merged[key] = (
+                low if old_low is None else min(old_low, low),
+                high if old_high is None else max(old_high, high),
+            )
+    except TypeError:
+        return None
+    return KeyRange(table.table_id, version, table.keys, merged)
 
 
 _known: dict[str, KeyRange] = {}
 _lock = threading.Lock()
 
 
-def known_range(table_id: str | None, version: int) -> KeyRange | None:
-    """The range this process knows for the table at `version`, if any."""
+def known_range(table_id: str | None, version: int, keys: tuple[str, ...]) -> KeyRange | None:
+    """The range this process knows for key columns `keys` of the table at `version`, if any."""
     if table_id is None:
         return None
     with _lock:
         found = _known.get(table_id)
-    return found if found is not None and found.version == version else None
+    if found is None or found.version != version or set(found.keys) != set(keys):
+        return None
+    return found
 
 
 def remember(found: KeyRange) -> None:
@@ -123,9 +143,10 @@ def carry(table_id: str | None, read: int, landed: int | None, batch: Bounds) ->
     """
     if landed is None or landed != read + 1:
         return
-    before = known_range(table_id, read)
-    if before is not None:
-        remember(widened(before, batch, landed))
+    before = known_range(table_id, read, tuple(batch))
+    after = widened(before, batch, landed) if before is not None else None
+    if after is not None:
+        remember(after)
 
 
 def learn(
@@ -139,7 +160,8 @@ def learn(
     """
     from tables.jvm import is_classic
 
-    if table_id is None or not is_classic(spark) or known_range(table_id, version) is not None:
+    known = known_range(table_id, version, keys)
+    if table_id is None or not is_classic(spark) or known is not None:
         return
     from tables.jvm import delta
 

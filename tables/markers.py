@@ -167,7 +167,8 @@ def state_prefetched(
     once-per-snapshot value): the marker stays Delta's to check, and a failure here is left to
     the read that needs the state, which raises it with its context. Classic sessions only; over
     Spark Connect the block runs alone. `then` runs in the same thread after the rebuild (work
-    on the rebuilt state that can also stay off the critical path); its errors are its own.
+    on the rebuilt state that can also stay off the critical path); its errors, like the
+    rebuild's, are left to the work that needs its result.
     """
     thread = prefetch_state(spark, table, then, fresh=False)
     try:
@@ -197,8 +198,8 @@ def prefetch_state(
     def rebuild() -> None:
         with contextlib.suppress(Exception):
             delta.read_snapshot(spark, table, delta.state_markers, fresh=fresh)
-        if then is not None:
-            then()
+            if then is not None:
+                then()
 
     thread = InheritableThread(target=rebuild, name=f"lakehouse-state-{table}", daemon=True)
     thread.start()

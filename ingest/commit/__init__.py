@@ -143,7 +143,7 @@ def commit_batch(
                 read.version,
                 staged.scope,
                 (app_id, batch_id),
-                key_range.known_range(read.table_id, read.version) if learn else None,
+                key_range.known_range(read.table_id, read.version, spec.keys) if learn else None,
             )
             append = stats.rows == 0 or (
                 plan is None
@@ -190,7 +190,8 @@ def commit_batch(
             key_range.carry(read.table_id, read.version, result.version, bounds)
         if stats.rows == 0:
             return replace(result, status="empty", note="empty batch: its marker and ledger entry")
-        raise_high_water(spec.name, app_id, batch_id)
+        if spec.dedup == "batch":  # the only scope that reads the mark (`should_append`)
+            raise_high_water(spec.name, app_id, batch_id)
         return replace(
             result,
             key_bounds=stats.key_bounds,

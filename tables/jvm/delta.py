@@ -25,7 +25,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tables.jvm import gateway, java_session
-from tables.key_range import KeyRange
+from tables.key_range import KeyRange, are_keys_orderable
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -136,18 +136,23 @@ def stats_key_range(spark: SparkSession, snapshot: Any, keys: tuple[str, ...]) -
     """The range the keys of a snapshot's files lie in, from their statistics.
 
     None when some file's statistics cannot vouch for a key column (no statistics, or a null
-    minimum or maximum beside non-null values), or when the table maps column names (its
-    statistics use physical names). One Spark job over Delta's parsed statistics, which Delta
+    minimum or maximum beside non-null values), when the table maps column names (its
+    statistics use physical names), or when a key column's type in the table is not one Python
+    orders as Spark does. One Spark job over Delta's parsed statistics, which Delta
     caches for its own data skipping; none when the version checksum says there is no file.
     """
     from pyspark.sql import DataFrame
     from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
 
     found_id, version = table_id(snapshot), int(snapshot.version())
     checksum = snapshot.checksumOpt()
     if checksum.isDefined() and int(checksum.get().numFiles()) == 0:
-        return KeyRange(found_id, version, None)
+        return KeyRange(found_id, version, keys, None)
     if str(snapshot.metadata().columnMappingMode().name()) != "none":
+        return None
+    schema = StructType.fromJson(json.loads(snapshot.schema().json()))
+    if not are_keys_orderable(schema, keys):  # the table's types, which another writer may change
         return None
     aggregates = []
     for i, key in enumerate(keys):
@@ -167,9 +172,9 @@ def stats_key_range(spark: SparkSession, snapshot: Any, keys: tuple[str, ...]) -
     if any(int(row[f"unknown_{i}"] or 0) for i in range(len(keys))):
         return None
     if all(row[f"low_{i}"] is None for i in range(len(keys))):
-        return KeyRange(found_id, version, None)
+        return KeyRange(found_id, version, keys, None)
     bounds = {key: (row[f"low_{i}"], row[f"high_{i}"]) for i, key in enumerate(keys)}
-    return KeyRange(found_id, version, bounds)
+    return KeyRange(found_id, version, keys, bounds)
 
 
 def snapshot_frame(spark: SparkSession, table: str, version: int) -> DataFrame | None:

@@ -154,7 +154,7 @@ def test_a_commit_carries_the_tables_key_range_to_the_next_audit(
         assert (result.audit.status, result.audit.files_read) == ("passed", 0)
     read = read_markers(spark, spec.name)
 
-    known = key_range.known_range(read.table_id, read.version)
+    known = key_range.known_range(read.table_id, read.version, spec.keys)
 
     assert result.version == read.version
     assert known is not None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from datetime import date
+from datetime import date, datetime
 from decimal import Decimal
 
 import pytest
@@ -45,42 +45,60 @@ def test_types_python_orders_as_spark_does() -> None:
 
 
 def test_a_batch_is_outside_when_one_key_column_misses_the_range() -> None:
-    table = KeyRange("id", 3, {"a": ("e10", "e19"), "b": (1, 5)})
+    table = KeyRange("id", 3, ("a", "b"), {"a": ("e10", "e19"), "b": (1, 5)})
 
     assert is_outside(table, {"a": ("e20", "e29"), "b": (1, 5)})
     assert is_outside(table, {"a": ("e10", "e19"), "b": (6, 9)})
     assert is_outside(table, {"a": ("e0", "e0"), "b": (1, 1)})
     assert not is_outside(table, {"a": ("e19", "e20"), "b": (5, 6)})
     assert not is_outside(None, {"a": ("e20", "e29"), "b": (1, 5)})
-    assert is_outside(KeyRange("id", 3, None), {"a": ("e10", "e19"), "b": (1, 5)})
-    assert is_outside(KeyRange("id", 3, {"a": (None, None), "b": (1, 5)}), {"a": ("x", "y")})
+    assert is_outside(KeyRange("id", 3, ("a", "b"), None), {"a": ("e1", "e1"), "b": (1, 5)})
+    all_null_a = KeyRange("id", 3, ("a", "b"), {"a": (None, None), "b": (1, 5)})
+    assert is_outside(all_null_a, {"a": ("x", "y"), "b": (1, 1)})
     assert not is_outside(table, {"a": (None, None), "b": (1, 5)})
 
 
+def test_a_range_of_other_key_columns_or_types_decides_nothing() -> None:
+    """Another spec's keys, or values that no longer compare (a type changed): the audit reads."""
+    table = KeyRange("id", 3, ("d",), {"d": (date(2026, 1, 1), date(2026, 1, 2))})
+
+    assert not is_outside(table, {"e": (date(2027, 1, 1), date(2027, 1, 1))})
+    assert not is_outside(table, {"d": (datetime(2027, 1, 1), datetime(2027, 1, 2))})
+    assert widened(table, {"e": (date(2027, 1, 1), date(2027, 1, 1))}, 4) is None
+    assert widened(table, {"d": (datetime(2027, 1, 1), datetime(2027, 1, 2))}, 4) is None
+    key_range.remember(table)
+    assert key_range.known_range("id", 3, ("e",)) is None
+    key_range.carry("id", 3, 4, {"e": (date(2027, 1, 1), date(2027, 1, 1))})
+    assert key_range.known_range("id", 4, ("e",)) is None
+
+
 def test_a_range_widens_by_the_batch_and_keeps_its_table() -> None:
-    table = KeyRange("id", 3, {"k": (Decimal("1.5"), Decimal("2.0"))})
+    table = KeyRange("id", 3, ("k",), {"k": (Decimal("1.5"), Decimal("2.0"))})
 
     assert widened(table, {"k": (Decimal("0.5"), Decimal("1.0"))}, 4) == KeyRange(
-        "id", 4, {"k": (Decimal("0.5"), Decimal("2.0"))}
+        "id", 4, ("k",), {"k": (Decimal("0.5"), Decimal("2.0"))}
     )
-    assert widened(KeyRange("id", 3, None), {"k": (1, 2)}, 4) == KeyRange("id", 4, {"k": (1, 2)})
-    assert widened(table, {"k": (None, None)}, 4).bounds == table.bounds
+    empty = KeyRange("id", 3, ("k",), None)
+    assert widened(empty, {"k": (1, 2)}, 4) == KeyRange("id", 4, ("k",), {"k": (1, 2)})
+    unchanged = widened(table, {"k": (None, None)}, 4)
+    assert unchanged is not None
+    assert unchanged.bounds == table.bounds
 
 
 def test_a_commit_carries_the_range_only_to_the_very_next_version() -> None:
-    key_range.remember(KeyRange("t1", 3, {"k": (1, 2)}))
+    key_range.remember(KeyRange("t1", 3, ("k",), {"k": (1, 2)}))
 
     key_range.carry("t1", 3, 5, {"k": (7, 9)})
-    assert key_range.known_range("t1", 5) is None
+    assert key_range.known_range("t1", 5, ("k",)) is None
 
     key_range.carry("t1", 3, 4, {"k": (7, 9)})
-    assert key_range.known_range("t1", 4) == KeyRange("t1", 4, {"k": (1, 9)})
-    assert key_range.known_range("t1", 3) is None
-    assert key_range.known_range("t2", 4) is None
-    assert key_range.known_range(None, 4) is None
+    assert key_range.known_range("t1", 4, ("k",)) == KeyRange("t1", 4, ("k",), {"k": (1, 9)})
+    assert key_range.known_range("t1", 3, ("k",)) is None
+    assert key_range.known_range("t2", 4, ("k",)) is None
+    assert key_range.known_range(None, 4, ("k",)) is None
 
-    key_range.remember(KeyRange("t1", 2, {"k": (0, 0)}))
-    assert key_range.known_range("t1", 4) is not None
+    key_range.remember(KeyRange("t1", 2, ("k",), {"k": (0, 0)}))
+    assert key_range.known_range("t1", 4, ("k",)) is not None
 
 
 def _snapshot_range(spark: SparkSession, table: str) -> KeyRange | None:
@@ -116,6 +134,18 @@ def test_files_without_statistics_leave_the_range_unknown(spark: SparkSession) -
     spark.sql("INSERT INTO kr_nostats VALUES (1, 'a')")
 
     assert _snapshot_range(spark, "kr_nostats") is None
+
+
+def test_a_key_the_table_holds_as_a_timestamp_is_left_to_delta(spark: SparkSession) -> None:
+    """The table's own key types decide: another writer may have widened a date to a timestamp."""
+    spark.sql("CREATE TABLE kr_widened (k TIMESTAMP, n BIGINT) USING delta")
+    spark.sql("INSERT INTO kr_widened VALUES (TIMESTAMP'2026-01-01 00:00:00', 1)")
+
+    found = delta.read_snapshot(
+        spark, "kr_widened", lambda s: delta.stats_key_range(spark, s, ("k",))
+    )
+
+    assert found is None
 
 
 def test_a_table_that_maps_column_names_is_left_to_delta(spark: SparkSession) -> None:
