@@ -173,6 +173,15 @@ def dedup_condition(
     return key_match(keys) if within is None else f"{within} AND {key_match(keys)}"
 
 
+def uses_high_water(scope: DedupScope) -> bool:
+    """True if the scope can commit by blind append, so its app's high-water mark is read.
+
+    Under `batch` dedup the MERGE matches only the batch's own rows; other scopes match rows of
+    other batches and always MERGE, so they never read (or seed) the mark.
+    """
+    return scope == "batch"
+
+
 def should_append(scope: DedupScope, batch_id: int, high_water: int | None) -> bool:
     """True if the batch's MERGE cannot match a row, so a blind append with its marker is the same.
 
@@ -181,7 +190,7 @@ def should_append(scope: DedupScope, batch_id: int, high_water: int | None) -> b
     holds for every new batch unless a reset moved the marker back over batches still in the
     table. Other scopes match rows of other batches, so they always MERGE.
     """
-    return scope == "batch" and (high_water is None or batch_id > high_water)
+    return uses_high_water(scope) and (high_water is None or batch_id > high_water)
 
 
 def is_audit_final(read_version: int | None, committed_version: int | None) -> bool:

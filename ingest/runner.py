@@ -23,7 +23,7 @@ from ingest.commit import BatchResult, commit_batch
 from ingest.commit.highwater import high_water
 from ingest.config.checks import assert_pipeline_ready, origin_of
 from ingest.config.where import located
-from ingest.decisions import is_checkpoint_lost
+from ingest.decisions import is_checkpoint_lost, uses_high_water
 from ingest.outcomes import assert_not_held, audit_after_commit, outcomes_of, recover_outcomes
 from ingest.sources.resume import read_batch_base, write_batch_base
 from ingest.stopping import StopRequest, StopRequested, stop_on_signals
@@ -142,7 +142,7 @@ def run_pipeline(
     # The first batch's commit waits for the table's state (and, under `batch` dedup, the app's
     # high-water mark): both are built while the stream starts.
     high = partial(high_water, spark, spec.name, pipeline.app_id)
-    prefetch_state(spark, spec.name, then=high if spec.dedup == "batch" else None)
+    prefetch_state(spark, spec.name, then=high if uses_high_water(spec.dedup) else None)
     report = RunReport(
         pipeline.name, pipeline.app_id, spec.name, quarantine_table=spec.quarantine_name
     )

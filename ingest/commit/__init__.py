@@ -54,7 +54,13 @@ from ingest.commit.result import BatchStatus as BatchStatus
 from ingest.commit.result import result_from_entry as result_from_entry
 from ingest.commit.skip import skip_committed
 from ingest.commit.upsert import DELETE_COLUMN, UpsertPlan, plan_upsert, write_upsert_deletes
-from ingest.decisions import decide_batch, dedup_condition, dedup_scope, should_append
+from ingest.decisions import (
+    decide_batch,
+    dedup_condition,
+    dedup_scope,
+    should_append,
+    uses_high_water,
+)
 from ingest.timings import Stopwatch
 from quality.audit import audit_before_commit
 from quality.expectations import should_stop, stop_message
@@ -147,7 +153,7 @@ def commit_batch(
             )
             append = stats.rows == 0 or (
                 plan is None
-                and spec.dedup == "batch"
+                and uses_high_water(spec.dedup)
                 and should_append(spec.dedup, batch_id, high_water(spark, spec.name, app_id))
             )
         meta = CommitMetadata(
@@ -190,7 +196,7 @@ def commit_batch(
             key_range.carry(read.table_id, read.version, result.version, bounds)
         if stats.rows == 0:
             return replace(result, status="empty", note="empty batch: its marker and ledger entry")
-        if spec.dedup == "batch":  # the only scope that reads the mark (`should_append`)
+        if uses_high_water(spec.dedup):
             raise_high_water(spec.name, app_id, batch_id)
         return replace(
             result,

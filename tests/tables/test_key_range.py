@@ -126,33 +126,24 @@ def test_the_range_comes_from_deltas_file_statistics(spark: SparkSession) -> Non
     assert dates.bounds == {"d": (date(2026, 1, 1), date(2026, 1, 2))}
 
 
-def test_files_without_statistics_leave_the_range_unknown(spark: SparkSession) -> None:
-    spark.sql(
-        "CREATE TABLE kr_nostats (n BIGINT, k STRING) USING delta "
-        "TBLPROPERTIES ('delta.dataSkippingNumIndexedCols' = '1')"
-    )
-    spark.sql("INSERT INTO kr_nostats VALUES (1, 'a')")
+@pytest.mark.parametrize(
+    ("name", "ddl", "properties", "insert"),
+    [
+        # the key column is not among the indexed ones: its files carry no statistics for it
+        ("kr_nostats", "n BIGINT, k STRING", "'delta.dataSkippingNumIndexedCols'='1'", "(1, 'a')"),
+        # the table holds the key as a timestamp (another writer may have widened a date)
+        ("kr_widened", "k TIMESTAMP, n BIGINT", None, "(TIMESTAMP'2026-01-01 00:00:00', 1)"),
+        # the table maps column names: its statistics use physical names
+        ("kr_mapped", "k STRING, n BIGINT", "'delta.columnMapping.mode' = 'name'", "('a', 1)"),
+    ],
+)
+def test_a_range_the_statistics_cannot_vouch_for_is_left_to_delta(
+    spark: SparkSession, name: str, ddl: str, properties: str | None, insert: str
+) -> None:
+    extra = f" TBLPROPERTIES ({properties})" if properties else ""
+    spark.sql(f"CREATE TABLE {name} ({ddl}) USING delta{extra}")
+    spark.sql(f"INSERT INTO {name} VALUES {insert}")
 
-    assert _snapshot_range(spark, "kr_nostats") is None
-
-
-def test_a_key_the_table_holds_as_a_timestamp_is_left_to_delta(spark: SparkSession) -> None:
-    """The table's own key types decide: another writer may have widened a date to a timestamp."""
-    spark.sql("CREATE TABLE kr_widened (k TIMESTAMP, n BIGINT) USING delta")
-    spark.sql("INSERT INTO kr_widened VALUES (TIMESTAMP'2026-01-01 00:00:00', 1)")
-
-    found = delta.read_snapshot(
-        spark, "kr_widened", lambda s: delta.stats_key_range(spark, s, ("k",))
-    )
+    found = delta.read_snapshot(spark, name, lambda s: delta.stats_key_range(spark, s, ("k",)))
 
     assert found is None
-
-
-def test_a_table_that_maps_column_names_is_left_to_delta(spark: SparkSession) -> None:
-    spark.sql(
-        "CREATE TABLE kr_mapped (k STRING, n BIGINT) USING delta "
-        "TBLPROPERTIES ('delta.columnMapping.mode' = 'name')"
-    )
-    spark.sql("INSERT INTO kr_mapped VALUES ('a', 1)")
-
-    assert _snapshot_range(spark, "kr_mapped") is None
