@@ -45,7 +45,8 @@ from quality.records import (
     decimal_scales,
     reader_option,
 )
-from quality.rescue import is_rounded, render_fields
+from quality.rescue import as_json, is_rounded, render_fields
+from tables.record_rules import DEFAULT_MAX_RECORD_BYTES, HEAD_CHARACTERS, RecordRules
 from tables.spec import RESCUED_COLUMN
 
 if TYPE_CHECKING:
@@ -130,10 +131,13 @@ def file_records(
     columns: Sequence[str],
     options: Mapping[str, str],
     decimals: Mapping[str, int] | None = None,
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
 ) -> list[dict[str, Any]]:
     """Every record of one CSV file as (raw bytes, values in column order, fault, rescued).
 
-    `decimals` maps DECIMAL columns to their scale: a value Spark rounds to fit is rescued.
+    `decimals` maps DECIMAL columns to their scale: a value Spark rounds to fit is rescued. A
+    record longer than `max_record_bytes` is not split into fields: it keeps its first bytes
+    and the reason (the header line is a record too).
     """
     if not data:
         return []
@@ -154,6 +158,11 @@ def file_records(
     header: list[str] | None = None
     out: list[dict[str, Any]] = []
     for raw in records:
+        if len(raw) > max_record_bytes:
+            if has_header and header is None:
+                return [_header_too_large(r, max_record_bytes) for r in records]
+            out.append(too_large(raw, max_record_bytes))
+            continue
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
@@ -165,6 +174,30 @@ def file_records(
             continue
         out.append({"raw": raw, **_mapped(fields, header, columns, decimals or {})})
     return out
+
+
+def too_large(raw: bytes, max_record_bytes: int) -> dict[str, Any]:
+    """A record past the table's `max_record_bytes`: its first characters and the reason."""
+    fault = (
+        f"record too large: {len(raw):,} bytes, over the table's max_record_bytes "
+        f"({max_record_bytes:,}); _lh_raw holds its first {HEAD_CHARACTERS:,} characters"
+    )
+    return {"raw": _head(raw), "values": None, "fault": fault, "rescued": None}
+
+
+def _header_too_large(raw: bytes, max_record_bytes: int) -> dict[str, Any]:
+    """A record of a file whose header line is past `max_record_bytes`: no column is named."""
+    fault = (
+        f"malformed CSV: the file's header line is over the table's max_record_bytes "
+        f"({max_record_bytes:,}), so no record of the file can be matched to columns"
+    )
+    kept = raw if len(raw) <= max_record_bytes else _head(raw)
+    return {"raw": kept, "values": None, "fault": fault, "rescued": None}
+
+
+def _head(raw: bytes) -> bytes:
+    """The first `HEAD_CHARACTERS` characters of a record (whole UTF-8 sequences only)."""
+    return raw[: HEAD_CHARACTERS * 4].decode("utf-8", "ignore")[:HEAD_CHARACTERS].encode()
 
 
 def _char_option(options: Mapping[str, str], name: str, default: str) -> str:
@@ -209,18 +242,23 @@ def _mapped(
             earlier.setdefault(name, []).append(last[name])
         last[name] = value
     values = [last.get(c) for c in columns]
-    unknown = [(k, v) for k, v in last.items() if k not in known]
+    unknown = [(k, as_json(v)) for k, v in last.items() if k not in known]
     rounded = [
-        (k, v)
+        (k, as_json(v))
         for k, v in last.items()
         if k in decimals and v is not None and is_rounded(v, decimals[k])
     ]
-    rescued = render_fields(unknown, rounded, list(earlier.items()))
+    repeated = [(k, [as_json(v) for v in vs]) for k, vs in earlier.items()]
+    rescued = render_fields(unknown, rounded, repeated)
     return {"values": values, "fault": None, "rescued": rescued}
 
 
 def csv_records(
-    files: DataFrame, content: Column, schema: StructType, options: Mapping[str, str]
+    files: DataFrame,
+    content: Column,
+    schema: StructType,
+    options: Mapping[str, str],
+    rules: RecordRules | None = None,
 ) -> DataFrame:
     """Explode whole-file rows (`content` bytes, source file column) into typed CSV rows.
 
@@ -231,8 +269,9 @@ def csv_records(
     names = [f.name for f in schema.fields]
     settings = dict(options)
     decimals = decimal_scales(schema)
+    limit = (rules or RecordRules()).max_record_bytes
     split = F.udf(
-        lambda data: file_records(data, names, settings, decimals), ArrayType(RECORD_TYPE)
+        lambda data: file_records(data, names, settings, decimals, limit), ArrayType(RECORD_TYPE)
     )
     exploded = files.select(
         F.explode(split(content)).alias(_RECORDS), F.col(SOURCE_FILE_COLUMN)

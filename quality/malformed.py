@@ -52,7 +52,9 @@ __all__ = ["CORRUPT_COLUMN", "FAULT_COLUMN", "RECORD_COLUMN", "SOURCE_FILE_COLUM
 ROW_HASH_COLUMN = "_lh_row_hash"
 COPY_COLUMN = "_lh_copy"
 #: A quoted CSV field, with backslash or doubled-quote escapes, removed before counting separators.
-_QUOTED_FIELD = r'"(?:[^"\\]|\\.|"")*"'
+#: Possessive, so `java.util.regex` does not recurse once per character of a long field; an
+#: unterminated field runs to the end, so no later quote starts a scan of the rest again.
+_QUOTED_FIELD = r'(?s)"(?:[^"\\]++|\\.|"")*+(?:"|\z)'
 #: A value with nothing visible in it: Unicode separators, whitespace, control and format
 #: characters (zero-width space, BOM, ...). Spark's `trim` strips only the space character.
 BLANK_PATTERN = r"^[\p{Z}\s\p{Cc}\p{Cf}]*$"

@@ -57,6 +57,11 @@ AdminFaultPoint = Literal["mid_reset"]
 ALL_POINTS: tuple[str, ...] = (*get_args(FaultPoint), *get_args(AdminFaultPoint))
 FaultAction = Literal["raise", "exit", "kill", "term", "stall"]
 ENV_VAR = "LAKEHOUSE_FAULT"
+#: A record whose text holds `CRASH_MARKER` crashes what reads it: `worker` ends the Python
+#: worker, `jvm` the driver JVM (tests of `ingest.isolation`; a normal run never sets it).
+RECORD_CRASH_ENV = "LAKEHOUSE_FAULT_RECORD"
+CRASH_MARKER = "LAKEHOUSE-CRASH-RECORD"
+RecordCrash = Literal["worker", "jvm"]
 SEED_ENV_VAR = "LAKEHOUSE_FAULT_SEED"
 #: Points fired by a thread watching for data files, which can only act on the whole process.
 WATCHED_POINTS: frozenset[str] = frozenset({"mid_quarantine", "before_commit"})
@@ -211,6 +216,32 @@ def fire(rule: FaultRule, batch_id: int) -> None:
         _stop_own_group()
         return
     os._exit(137)
+
+
+def record_crash() -> RecordCrash | None:
+    """How a marked record crashes its reader in this run, if a test armed it."""
+    value = os.environ.get(RECORD_CRASH_ENV)
+    if value is None:
+        return None
+    if value not in get_args(RecordCrash):
+        raise ConfigError(
+            f"invalid {RECORD_CRASH_ENV} {value!r}: expected one of {get_args(RecordCrash)}"
+        )
+    return value  # type: ignore[return-value]
+
+
+def crash_reader(text: str | None, jvm_pid: int | None) -> str | None:
+    """In a Python worker: on a marked record, end the worker, or with `jvm_pid` the JVM.
+
+    A killed worker is what a crash in a library looks like; a JVM killed in the middle of a
+    task is what a stack overflow or an out-of-memory error in a task does to a local driver.
+    """
+    if text is None or CRASH_MARKER not in text:
+        return None
+    if jvm_pid is not None:
+        os.kill(jvm_pid, signal.SIGKILL)
+        time.sleep(60)
+    os._exit(139)
 
 
 def is_term_injected() -> bool:

@@ -20,7 +20,11 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 T = TypeVar("T")
-_LOG_FILE = re.compile(r"[^\s'\"\[\](),]*_delta_log/[^\s'\"\[\](),]+")
+#: A path's characters in an error message; `_delta_log/` is found first and the path grown
+#: around it, so a long message costs one pass (a pattern that starts anywhere and backtracks to
+#: `_delta_log/` costs the square of a long run without spaces, such as a record's value).
+_PATH_CHARS = re.compile(r"[^\s'\"\[\](),]*")
+_LOG_DIR = "_delta_log/"
 _HISTORY_COLUMNS = ("version", "timestamp", "operation", "userMetadata", "operationMetrics")
 
 
@@ -92,5 +96,14 @@ def damaged_log_error(table: str, exc: BaseException) -> DamagedLogError | None:
 
 def damaged_log_file(message: str) -> str | None:
     """The `_delta_log` file an error message names (the deepest path), if any."""
-    found = _LOG_FILE.findall(message)
-    return found[-1].rstrip(".:;") if found else None
+    found: str | None = None
+    at = 0
+    while (hit := message.find(_LOG_DIR, at)) >= 0:
+        left = _PATH_CHARS.match(message[at:hit][::-1])
+        start = hit - (left.end() if left else 0)
+        right = _PATH_CHARS.match(message, hit + len(_LOG_DIR))
+        end = right.end() if right else hit + len(_LOG_DIR)
+        if end > hit + len(_LOG_DIR):
+            found = message[start:end]
+        at = end
+    return found.rstrip(".:;") if found else None

@@ -25,8 +25,9 @@ from pyspark.sql import SparkSession
 
 from tables.catalogs import CatalogSpec
 from tables.errors import SessionError, first_line
+from tables.java_classes import project_jar
 from tables.metastore import schema_ready
-from tables.readonly import GUARD_EXTENSION, HOME_CONF, guard_jar
+from tables.readonly import GUARD_EXTENSION, HOME_CONF
 
 DEFAULT_HOME = Path(".lakehouse")
 _LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
@@ -39,6 +40,10 @@ _LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 #: call records its Python call site in the JVM (four py4j round trips each), about 0.15 s of a
 #: batch commit's plan building; errors still name the failing query, without the Python line.
 EMBEDDED_DEFAULTS: Mapping[str, str] = {
+    # A batch holds each record twice while it is classified (its columns and its exact text),
+    # and a task builds a row at a time: records up to the 16 MiB limit (docs/records.md) need
+    # more than Spark's 1g default heap when several meet in one batch.
+    "spark.driver.memory": "2g",
     "spark.sql.session.timeZone": "UTC",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
@@ -201,9 +206,9 @@ def embedded_settings(
     # the read-only guard (the JDBC server's threads load SQL extensions there).
     driver_jars = [str(jar) for jar in (*driver_classpath, *catalog.jars())]
     extensions = delta_conf()["spark.sql.extensions"]
-    guard = _guard_jar()
-    if guard is not None:
-        driver_jars.append(str(guard))
+    classes = _project_jar()
+    if classes is not None:
+        driver_jars.append(str(classes))
         extensions = f"{extensions},{GUARD_EXTENSION}"
     master = os.environ.get("LAKEHOUSE_SPARK_MASTER", "local[*]")
     settings: dict[str, str] = {
@@ -229,10 +234,13 @@ def embedded_settings(
     return settings
 
 
-def _guard_jar() -> Path | None:
-    """The read-only guard's JAR, or None where it cannot be built (no javac): `sql` says so."""
+def _project_jar() -> Path | None:
+    """The project's JVM classes, or None where they cannot be built (no javac).
+
+    Without them `sql` refuses to run unguarded, and long lines are not scanned (each says so).
+    """
     try:
-        return guard_jar()
+        return project_jar()
     except SessionError:
         return None
 

@@ -19,6 +19,7 @@ from tables.ddl import parse_columns
 from tables.ddl_types import validate_type
 from tables.errors import ConfigError, KeyPath, first_line
 from tables.identifiers import case_collisions, shorten, validate_column_name, validate_table_name
+from tables.record_rules import RecordRules
 from tables.spec_rules import RESERVED_PREFIX as RESERVED_PREFIX
 from tables.spec_rules import (
     check_column,
@@ -226,6 +227,8 @@ class TableSpec:
     merge: MergeMode = "insert"
     sequence_by: str | None = None
     delete_when: str | None = None
+    #: The size limit and epoch unit of incoming records (docs/records.md#limits).
+    records: RecordRules = field(default_factory=RecordRules)
     #: Where the spec was declared (`lakehouse.toml: tables.events`), for errors found later.
     origin: str | None = field(default=None, compare=False, repr=False)
 

@@ -31,7 +31,8 @@ from ingest.config.where import (
     strings,
 )
 from ingest.sources import Source
-from ingest.sources.files import FileFormat, FileSource
+from ingest.sources.file_read import FileFormat
+from ingest.sources.files import FileSource
 from ingest.sources.kafka import KafkaSource, ValueFormat
 from ingest.triggers import parse_trigger
 from tables.catalogs import CatalogKind, CatalogSpec
@@ -41,6 +42,12 @@ from tables.identifiers import (
     validate_app_id,
     validate_pipeline_name,
     validate_table_name,
+)
+from tables.record_rules import (
+    DEFAULT_MAX_RECORD_BYTES,
+    RecordRules,
+    TimestampUnit,
+    parse_size,
 )
 from tables.spec import (
     DEFAULT_REPLAY_WINDOW,
@@ -71,6 +78,8 @@ _TABLE_KEYS = frozenset(
         "merge",
         "sequence_by",
         "delete_when",
+        "max_record_bytes",
+        "timestamp_unit",
     }
 )
 _EXPECTATION_KEYS = frozenset(
@@ -210,8 +219,23 @@ def _table(name: str, body: Any, replay_window: timedelta, where: Where) -> Tabl
             merge=choice(body.get("merge", "insert"), where / "merge", get_args(MergeMode)),  # type: ignore[arg-type]
             sequence_by=optional("sequence_by"),
             delete_when=optional("delete_when"),
+            records=_record_rules(body, where),
             origin=str(where),
         )
+
+
+def _record_rules(body: Mapping[str, Any], where: Where) -> RecordRules:
+    """`max_record_bytes` (bytes, or a size such as "16 MiB") and `timestamp_unit`."""
+    size = DEFAULT_MAX_RECORD_BYTES
+    if "max_record_bytes" in body:
+        try:
+            size = parse_size(body["max_record_bytes"])
+        except ValueError as exc:
+            raise (where / "max_record_bytes").error(str(exc)) from None
+    unit = body.get("timestamp_unit")
+    if unit is not None:
+        unit = choice(unit, where / "timestamp_unit", get_args(TimestampUnit))
+    return RecordRules(max_record_bytes=size, timestamp_unit=unit)  # type: ignore[arg-type]
 
 
 def _expectations(table: str, value: Any, where: Where) -> tuple[ExpectationSpec, ...]:

@@ -211,3 +211,19 @@ def test_an_audit_policy_outside_the_three_is_refused(tmp_path: Path) -> None:
     text = '[tables.e]\nschema = "id STRING"\nkeys = ["id"]\naudit_policy = "ignore"\n'
     with pytest.raises(ConfigError, match="audit_policy: must be one of"):
         parse_config(tomllib.loads(text), base=tmp_path, path=None)
+
+
+def test_record_rules_take_a_size_with_units_and_an_epoch_unit(tmp_path: Path) -> None:
+    path = tmp_path / "lakehouse.toml"
+    path.write_text(
+        '[tables.t]\nschema = "id STRING, at TIMESTAMP"\nkeys = ["id"]\n'
+        'max_record_bytes = "32 MiB"\ntimestamp_unit = "milliseconds"\n'
+        '[tables.u]\nschema = "id STRING"\nkeys = ["id"]\n'
+    )
+
+    config = load_config(path)
+
+    assert config.tables["t"].records.max_record_bytes == 32 * 1024 * 1024
+    assert config.tables["t"].records.timestamp_unit == "milliseconds"
+    assert config.tables["u"].records.max_record_bytes == 16 * 1024 * 1024
+    assert config.tables["u"].records.timestamp_unit is None

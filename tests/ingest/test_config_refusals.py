@@ -302,6 +302,30 @@ CASES: list[tuple[str, str, str, str]] = [
     ),
     ("merge-choice", table("merge = 'replace'"), "tables.events.merge", "must be one of"),
     (
+        "record-bytes-small",
+        table("max_record_bytes = 100"),
+        "tables.events.max_record_bytes",
+        "must lie between 1,024 bytes (1 KiB) and 134,217,728 bytes (128 MiB), got 100",
+    ),
+    (
+        "record-bytes-unit",
+        table("max_record_bytes = '16 furlongs'"),
+        "tables.events.max_record_bytes",
+        'expected a size such as 16777216 or "16 MiB"',
+    ),
+    (
+        "record-bytes-float",
+        table("max_record_bytes = 1.5"),
+        "tables.events.max_record_bytes",
+        'expected a size such as 16777216 or "16 MiB"',
+    ),
+    (
+        "timestamp-unit",
+        table("timestamp_unit = 'nanoseconds'"),
+        "tables.events.timestamp_unit",
+        "must be one of ('seconds', 'milliseconds', 'microseconds')",
+    ),
+    (
         "upsert-no-sequence",
         table("merge = 'upsert'"),
         "tables.events.sequence_by",

@@ -284,7 +284,7 @@ def test_kafka_json_values_get_the_same_fates_as_file_lines(
     spark: SparkSession, make_table: MakeTable
 ) -> None:
     from ingest.sources.kafka import KafkaSource
-    from ingest.sources.kafka_read import KAFKA_COLUMNS, _rows
+    from ingest.sources.kafka_read import KAFKA_COLUMNS, kafka_rows
 
     spec = make_table(schema=SCHEMA, keys=("id",))
     values = [b'{"id": "a", "QTY": 1}', b'{"id": "b"} tail', b'{"id": "\xe9"}', b'{"id": "c"}']
@@ -294,7 +294,7 @@ def test_kafka_json_values_get_the_same_fates_as_file_lines(
     )
     source = KafkaSource(bootstrap_servers="localhost:9092", topic="topic")
 
-    batch = _rows(frame, source, spec.data_schema(spark)).drop(*KAFKA_COLUMNS)
+    batch = kafka_rows(frame, source, spec.data_schema(spark)).drop(*KAFKA_COLUMNS)
     result = commit_batch(spark, spec, "kafka", 0, batch, raw_format="json")
 
     assert (result.rows_inserted, result.rows_quarantined) == (2, 2)
