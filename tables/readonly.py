@@ -3,24 +3,17 @@
 `lakehouse sql` and the JDBC endpoint run only statements whose analysed plan reads (queries,
 SHOW, DESCRIBE, EXPLAIN); the rule that decides is a Spark check rule
 (`tables/java/ReadOnlyGuard.java`), because the JDBC server's statements never pass through
-Python. It judges Spark's own plan, never the statement's text. The class is compiled once with
-the JDK's `javac` against PySpark's JARs into the JAR cache, and every embedded session loads it
-as a SQL extension that does nothing until a session is marked read-only.
+Python. It judges Spark's own plan, never the statement's text. The class is compiled with the
+project's other JVM classes (`tables.java_classes`), and every embedded session loads it as a
+SQL extension that does nothing until a session is marked read-only.
 """
 
 from __future__ import annotations
 
-import hashlib
-import shutil
-import subprocess
-import tempfile
-import zipfile
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tables.connectors import cache_root, locked
-from tables.errors import QueryError, SessionError
+from tables.errors import QueryError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -30,50 +23,6 @@ READ_ONLY_CONF = "spark.lakehouse.readOnly"
 SERVER_READ_ONLY_CONF = "spark.lakehouse.server.readOnly"
 HOME_CONF = "spark.lakehouse.home"
 REFUSAL_PREFIX = "LAKEHOUSE_READ_ONLY: "
-_SOURCE = Path(__file__).with_name("java") / "ReadOnlyGuard.java"
-
-
-def guard_jar() -> Path:
-    """The compiled guard's JAR, built on first use and cached by its source and Spark's version."""
-    import pyspark
-
-    source = _SOURCE.read_bytes()
-    digest = hashlib.sha256(source + pyspark.__version__.encode()).hexdigest()[:16]
-    target = cache_root() / f"read-only-guard-{digest}"
-    jar = target / "read-only-guard.jar"
-    if jar.is_file():
-        return jar
-    target.mkdir(parents=True, exist_ok=True)
-    with locked(target / ".lock"):
-        if not jar.is_file():
-            _compile(jar)
-    return jar
-
-
-def _compile(jar: Path) -> None:
-    javac = shutil.which("javac")
-    if javac is None:
-        raise SessionError(
-            "javac not found: the read-only guard of `lakehouse sql` and `lakehouse serve` is "
-            "compiled once with a JDK 17's javac; install a JDK (not only a JRE)"
-        )
-    import pyspark
-
-    classpath = str(Path(pyspark.__file__).parent / "jars" / "*")
-    with tempfile.TemporaryDirectory(prefix="lakehouse-guard-") as build:
-        done = subprocess.run(
-            [javac, "--release", "17", "-cp", classpath, "-d", build, str(_SOURCE)],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise SessionError(f"javac could not build the read-only guard: {done.stderr[:300]}")
-        staging = jar.with_suffix(".partial")
-        with zipfile.ZipFile(staging, "w") as archive:
-            for path in sorted(Path(build).rglob("*.class")):
-                archive.write(path, path.relative_to(build).as_posix())
-        staging.replace(jar)
 
 
 def read_only_session(spark: SparkSession) -> SparkSession:

@@ -13,32 +13,31 @@ from __future__ import annotations
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, get_args
-
-from pyspark.sql import functions as F
-from pyspark.sql.types import StringType, StructField, StructType
+from typing import TYPE_CHECKING, Any, get_args
 
 from ingest.sources.backlog import Backlog, files_pending
-from ingest.sources.file_options import TEXT_OPTIONS, reader_options
-from ingest.sources.fingerprint import files_fingerprint, with_fingerprint
-from quality.csv_records import csv_records
-from quality.records import CORRUPT_COLUMN, SOURCE_FILE_COLUMN, is_blank_line, json_records
+from ingest.sources.file_options import reader_options
+from ingest.sources.file_read import (
+    FileFormat,
+    parse_raw,
+    read_files,
+    read_stream,
+    suspects,
+    vetted_json,
+)
+from ingest.sources.fingerprint import file_statuses, files_fingerprint, with_fingerprint
+from ingest.sources.long_lines import recorded_form, remove_copies
 from tables.errors import ConfigError
-from tables.identifiers import file_of_recorded_path, literal_path, shorten
+from tables.identifiers import file_of_recorded_path, shorten
 from tables.storage import exists, recorded_location, walk_files
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
     from ingest.sources.resume import ResumePoint
+    from tables.record_rules import RecordRules
     from tables.spec import TableSpec
-
-FileFormat = Literal["json", "csv", "parquet"]
-DEFAULT_OPTIONS: Mapping[str, Mapping[str, str]] = {
-    "json": {},
-    "csv": {"header": "true"},
-    "parquet": {},
-}
 
 
 @dataclass(frozen=True)
@@ -123,24 +122,56 @@ class FileSource:
         return None
 
     def open_stream(
-        self, spark: SparkSession, schema: StructType, *, starting_offsets: str | None = None
+        self,
+        spark: SparkSession,
+        schema: StructType,
+        *,
+        starting_offsets: str | None = None,
+        rules: RecordRules | None = None,
     ) -> DataFrame:
-        """The landing directory as a stream (`starting_offsets` is for Kafka; ignored)."""
+        """The landing directory as a stream of raw records (`stream_batch` parses each batch).
+
+        `starting_offsets` is for Kafka; ignored.
+        """
         return read_stream(spark, self, schema)
 
     @contextmanager
-    def stream_batch(self, batch: DataFrame) -> Iterator[tuple[DataFrame, dict[str, Any]]]:
-        """The batch as it is, and the source's record with the fingerprint of its files.
+    def stream_batch(
+        self, batch: DataFrame, spec: TableSpec, files: Sequence[str] | None = None
+    ) -> Iterator[tuple[DataFrame, dict[str, Any]]]:
+        """The stream's raw micro-batch parsed for `spec`, and the record of its files.
 
-        The commit adds the list of files the batch's rows came from.
+        `files` are the batch's files (a stream's, from its checkpoint: `ingest.checkpoint
+        .batch_source_files`; else the batch's plan lists them). The record carries the
+        fingerprint of the files (their sizes and modification times);
+        the commit adds the list of files the rows came from. A JSON batch with a file that may
+        hold a line past the table's `max_record_bytes` is read again around such lines
+        (`ingest.sources.long_lines`); the copies made for it are removed afterwards.
         """
-        yield batch, with_fingerprint(self.describe(), files_fingerprint(batch.sparkSession, batch))
+        spark = batch.sparkSession
+        named = batch.inputFiles() if files is None else files
+        statuses = file_statuses(spark, [recorded_form(name) for name in named])
+        record = with_fingerprint(self.describe(), files_fingerprint(statuses))
+        schema, rules = spec.data_schema(spark), spec.records
+        sizes = {file_of_recorded_path(name): found for name, found in statuses.items()}
+        if self.format != "json" or not suspects(sizes, rules):
+            yield parse_raw(batch, self, schema, rules), record
+            return
+        frame, made = vetted_json(spark, self, schema, sizes, rules)
+        try:
+            yield frame, record
+        finally:
+            remove_copies(spark, made)
 
     def read_recorded(
-        self, spark: SparkSession, schema: StructType, recorded: Mapping[str, Any]
+        self,
+        spark: SparkSession,
+        schema: StructType,
+        recorded: Mapping[str, Any],
+        rules: RecordRules | None = None,
     ) -> DataFrame:
         """The files the record names, read as the stream reads them."""
-        return read_files(spark, self, schema, recorded_files(recorded))
+        return read_files(spark, self, schema, recorded_files(recorded), rules)
 
     def missing(self, spark: SparkSession, recorded: Mapping[str, Any]) -> list[str]:
         """The recorded files that no longer exist (checked on any store)."""
@@ -179,82 +210,3 @@ def recorded_files(recorded: Mapping[str, Any]) -> list[str]:
     """The files a batch's ledger record names, as paths (the record keeps them URL-encoded)."""
     files = recorded.get("files")
     return [file_of_recorded_path(str(f)) for f in files] if isinstance(files, list) else []
-
-
-def read_stream(spark: SparkSession, source: FileSource, schema: StructType) -> DataFrame:
-    """Open the landing directory as a stream of rows with the table schema."""
-    if source.format == "json":
-        options = _text_options(source)
-        if source.max_files_per_trigger:
-            options["maxFilesPerTrigger"] = str(source.max_files_per_trigger)
-        lines = spark.readStream.format("text").options(**options).load(source.path)
-        return _json_lines(lines, schema, source.options)
-    if source.format == "csv":
-        options = _text_options(source)
-        if source.max_files_per_trigger:
-            options["maxFilesPerTrigger"] = str(source.max_files_per_trigger)
-        whole = spark.readStream.format("text").option("wholetext", "true").options(**options)
-        return _csv_files(whole.load(source.path), schema, source.options)
-    read_schema, options = _reader_settings(source, schema)
-    if source.max_files_per_trigger:
-        options["maxFilesPerTrigger"] = str(source.max_files_per_trigger)
-    stream = spark.readStream.format(source.format).schema(read_schema).options(**options)
-    return _with_reader_columns(stream.load(source.path), source, schema)
-
-
-def read_files(
-    spark: SparkSession, source: FileSource, schema: StructType, files: list[str]
-) -> DataFrame:
-    """Read given files of the source as one batch, exactly as the stream reads them.
-
-    `files` are paths, each read as that one file (glob characters in a name are escaped).
-    """
-    files = [literal_path(f) for f in files]
-    if source.format == "json":
-        lines = spark.read.format("text").options(**_text_options(source)).load(files)
-        return _json_lines(lines, schema, source.options)
-    if source.format == "csv":
-        whole = spark.read.format("text").option("wholetext", "true")
-        frame = whole.options(**_text_options(source)).load(files)
-        return _csv_files(frame, schema, source.options)
-    read_schema, options = _reader_settings(source, schema)
-    frame = spark.read.format(source.format).schema(read_schema).options(**options).load(files)
-    return _with_reader_columns(frame, source, schema)
-
-
-def _text_options(source: FileSource) -> dict[str, str]:
-    return {k: v for k, v in source.options.items() if k in TEXT_OPTIONS}
-
-
-def _json_lines(lines: DataFrame, schema: StructType, options: Mapping[str, str]) -> DataFrame:
-    """JSON lines read as exact text, parsed with the schema (see `quality.records`)."""
-    value = F.col("value")
-    kept = lines.select(value, F.col("_metadata.file_path").alias(SOURCE_FILE_COLUMN)).where(
-        ~is_blank_line(value)
-    )
-    parse = {k: v for k, v in options.items() if k not in TEXT_OPTIONS}
-    return json_records(kept, value, schema, [F.col(SOURCE_FILE_COLUMN)], parse_options=parse)
-
-
-def _csv_files(files: DataFrame, schema: StructType, options: Mapping[str, str]) -> DataFrame:
-    """Whole CSV files (bytes undecoded) split into records by `quality.csv_records`."""
-    frame = files.select(
-        F.col("value").cast("binary").alias("value"),
-        F.col("_metadata.file_path").alias(SOURCE_FILE_COLUMN),
-    )
-    return csv_records(frame, F.col("value"), schema, options)
-
-
-def _reader_settings(source: FileSource, schema: StructType) -> tuple[StructType, dict[str, str]]:
-    options = {**DEFAULT_OPTIONS[source.format], **source.options}
-    if not source.has_corrupt_column:
-        return schema, options
-    options.update({"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN})
-    return StructType([*schema.fields, StructField(CORRUPT_COLUMN, StringType())]), options
-
-
-def _with_reader_columns(frame: DataFrame, source: FileSource, schema: StructType) -> DataFrame:
-    extra = [F.col(CORRUPT_COLUMN)] if source.has_corrupt_column else []
-    return frame.select(
-        *schema.fieldNames(), *extra, F.col("_metadata.file_path").alias(SOURCE_FILE_COLUMN)
-    )

@@ -19,7 +19,7 @@ from ingest.decisions import FINGERPRINT_KEY
 from tables.storage import file_status, recorded_location
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
 
 def digest(parts: Iterable[str]) -> str:
@@ -28,19 +28,24 @@ def digest(parts: Iterable[str]) -> str:
     return hashlib.sha256(joined.encode("utf-8", "surrogateescape")).hexdigest()[:32]
 
 
-def files_fingerprint(spark: SparkSession, batch: DataFrame) -> str | None:
+#: Each file of a batch -> (size in bytes, modification time in ms), or None if it is gone.
+FileStatuses = dict[str, tuple[int, int] | None]
+
+
+def file_statuses(spark: SparkSession, files: Iterable[str]) -> FileStatuses:
+    """Each file's size and modification time (ms), None for a file that is gone."""
+    return {name: file_status(spark, recorded_location(name)) for name in files}
+
+
+def files_fingerprint(statuses: FileStatuses) -> str | None:
     """The fingerprint of the files a micro-batch reads, or None if one cannot be described.
 
     The files come from the batch's plan (`inputFiles`, no Spark job) and are described by
     `tables.storage.file_status`. A file that cannot be described (gone) gives None.
     """
-    files = batch.inputFiles()
-    if not files:
+    if not statuses or any(found is None for found in statuses.values()):
         return None
-    described = [_describe(spark, name) for name in files]
-    if any(d is None for d in described):
-        return None
-    return digest(d for d in described if d is not None)
+    return digest(f"{name}\t{found[0]}\t{found[1]}" for name, found in statuses.items() if found)
 
 
 def offsets_fingerprint(offsets: Mapping[str, Any]) -> str:
@@ -51,8 +56,3 @@ def offsets_fingerprint(offsets: Mapping[str, Any]) -> str:
 def with_fingerprint(record: Mapping[str, Any], fingerprint: str | None) -> dict[str, Any]:
     """The source record with its fingerprint, when there is one."""
     return {**record, FINGERPRINT_KEY: fingerprint} if fingerprint else dict(record)
-
-
-def _describe(spark: SparkSession, name: str) -> str | None:
-    found = file_status(spark, recorded_location(name))
-    return None if found is None else f"{name}\t{found[0]}\t{found[1]}"

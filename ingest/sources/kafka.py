@@ -27,6 +27,7 @@ from ingest.sources.kafka_admin import available_offsets, lost_ranges
 from ingest.sources.kafka_read import (
     KAFKA_COLUMNS,
     METADATA_COLUMNS,
+    kafka_rows,
     offset_ranges,
     read_kafka_range,
     read_kafka_stream,
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
+    from tables.record_rules import RecordRules
     from tables.spec import TableSpec
 
 ValueFormat = Literal["json", "raw"]
@@ -249,34 +251,48 @@ class KafkaSource:
         return resume_point(spark, spec, app_id, self)
 
     def open_stream(
-        self, spark: SparkSession, schema: StructType, *, starting_offsets: str | None = None
+        self,
+        spark: SparkSession,
+        schema: StructType,
+        *,
+        starting_offsets: str | None = None,
+        rules: RecordRules | None = None,
     ) -> DataFrame:
-        """The topic as a stream of rows with the table schema plus the Kafka columns."""
+        """The topic as a stream of raw Kafka records (`stream_batch` parses each batch)."""
         return read_kafka_stream(spark, self, schema, starting_offsets_json=starting_offsets)
 
     @contextmanager
-    def stream_batch(self, batch: DataFrame) -> Iterator[tuple[DataFrame, dict[str, Any]]]:
-        """The batch without its Kafka columns, and a record with the offsets it covered.
+    def stream_batch(
+        self, batch: DataFrame, spec: TableSpec, files: Sequence[str] | None = None
+    ) -> Iterator[tuple[DataFrame, dict[str, Any]]]:
+        """The raw batch parsed for the table, and a record with the offsets it covered.
 
-        The batch is persisted while the block runs: the offsets and the commit read it once.
+        The raw batch is persisted while the block runs: the offsets (its coordinates alone,
+        no parse) and the commit read it once.
         """
         cached = batch.persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            offsets = offset_ranges(cached)
+            schema = spec.data_schema(batch.sparkSession)
+            rows = kafka_rows(cached, self, schema, spec.records)
+            offsets = offset_ranges(rows)
             record = {**self.describe(), "offsets": offsets}
             yield (
-                cached.drop(*KAFKA_COLUMNS),
+                rows.drop(*KAFKA_COLUMNS),
                 with_fingerprint(record, offsets_fingerprint(offsets)),
             )
         finally:
             cached.unpersist()
 
     def read_recorded(
-        self, spark: SparkSession, schema: StructType, recorded: Mapping[str, Any]
+        self,
+        spark: SparkSession,
+        schema: StructType,
+        recorded: Mapping[str, Any],
+        rules: RecordRules | None = None,
     ) -> DataFrame:
         """Exactly the offset ranges the record names, without the Kafka columns."""
         ranges = checked_ranges(recorded_offsets(recorded) or {})
-        return read_kafka_range(spark, self, schema, ranges).drop(*KAFKA_COLUMNS)
+        return read_kafka_range(spark, self, schema, ranges, rules).drop(*KAFKA_COLUMNS)
 
     def missing(self, spark: SparkSession, recorded: Mapping[str, Any]) -> list[str]:
         """The recorded offset ranges Kafka no longer (or not yet) holds."""

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
     from ingest.sources.kafka import KafkaSource
+    from tables.record_rules import RecordRules
 
 TOPIC_COLUMN = "_lh_kafka_topic"
 PARTITION_COLUMN = "_lh_kafka_partition"
@@ -79,7 +80,7 @@ def read_kafka_stream(
     *,
     starting_offsets_json: str | None = None,
 ) -> DataFrame:
-    """Open the source as a stream of rows with the table schema plus the Kafka columns.
+    """Open the source as a stream of raw Kafka records (`kafka_rows` parses each batch).
 
     `starting_offsets_json` overrides `source.starting_offsets` (e.g. `next_offsets` of the
     ledger). Like any starting offsets, it applies only when the checkpoint is new: a checkpoint
@@ -92,11 +93,15 @@ def read_kafka_stream(
     reader = reader.option("startingOffsets", starting)
     if source.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(source.max_offsets_per_trigger))
-    return _rows(reader.load(), source, schema)
+    return reader.load()
 
 
 def read_kafka_range(
-    spark: SparkSession, source: KafkaSource, schema: StructType, ranges: OffsetRanges
+    spark: SparkSession,
+    source: KafkaSource,
+    schema: StructType,
+    ranges: OffsetRanges,
+    rules: RecordRules | None = None,
 ) -> DataFrame:
     """Read exactly the given offset ranges (both ends inclusive) as one batch.
 
@@ -124,10 +129,12 @@ def read_kafka_range(
         .option("endingOffsets", json.dumps(ending))
         .load()
     )
-    return _rows(frame, source, schema)
+    return kafka_rows(frame, source, schema, rules)
 
 
-def _rows(frame: DataFrame, source: KafkaSource, schema: StructType) -> DataFrame:
+def kafka_rows(
+    frame: DataFrame, source: KafkaSource, schema: StructType, rules: RecordRules | None = None
+) -> DataFrame:
     """Kafka's key/value records as the table's columns, then the Kafka coordinates."""
     coordinates = [
         F.col("topic").alias(TOPIC_COLUMN),
@@ -142,7 +149,7 @@ def _rows(frame: DataFrame, source: KafkaSource, schema: StructType) -> DataFram
     # The value's bytes as a string without decoding: bytes that are not UTF-8 stay exact.
     value = F.col("value").cast("string")
     values = StructType([f for f in schema.fields if f.name not in METADATA_COLUMNS])
-    parsed = json_records(frame, value, values, coordinates, detect_files=False)
+    parsed = json_records(frame, value, values, coordinates, detect_files=False, rules=rules)
     reader = [CORRUPT_COLUMN, RECORD_COLUMN, FAULT_COLUMN, RESCUE_INPUT_COLUMN]
     return parsed.select(*_data_columns(schema, F.col), *reader, *KAFKA_COLUMNS)
 

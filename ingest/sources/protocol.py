@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
     from ingest.sources.backlog import Backlog
     from ingest.sources.resume import ResumePoint
+    from tables.record_rules import RecordRules
     from tables.spec import TableSpec
 
 
@@ -62,17 +63,34 @@ class Source(Protocol):
         """Where a stream with an empty checkpoint resumes from the table's log, if it can."""
 
     def open_stream(
-        self, spark: SparkSession, schema: StructType, *, starting_offsets: str | None = None
+        self,
+        spark: SparkSession,
+        schema: StructType,
+        *,
+        starting_offsets: str | None = None,
+        rules: RecordRules | None = None,
     ) -> DataFrame:
-        """The source as a stream of rows with the table schema plus the reader's columns."""
+        """The source as a stream of raw records; `stream_batch` parses each micro-batch.
+
+        `rules` are the table's record rules (size limit, epoch unit).
+        """
 
     def stream_batch(
-        self, batch: DataFrame
+        self, batch: DataFrame, spec: TableSpec, files: Sequence[str] | None = None
     ) -> AbstractContextManager[tuple[DataFrame, Mapping[str, Any]]]:
-        """A micro-batch's rows to commit and its ledger record, for as long as the block runs."""
+        """A raw micro-batch parsed for the table, and its ledger record, while the block runs.
+
+        `open_stream` yields raw records; each batch is parsed here, on top of the raw batch
+        (Spark hands foreachBatch the stream's whole plan as one opaque scan, which lists no
+        input files: a file stream's `files` come from its checkpoint's source log).
+        """
 
     def read_recorded(
-        self, spark: SparkSession, schema: StructType, recorded: Mapping[str, Any]
+        self,
+        spark: SparkSession,
+        schema: StructType,
+        recorded: Mapping[str, Any],
+        rules: RecordRules | None = None,
     ) -> DataFrame:
         """Read again, as one batch, exactly what a ledger record says a batch read."""
 

@@ -16,6 +16,7 @@ from ingest.config import PipelineSpec
 from ingest.outcomes import audit_after_commit, outcomes_of, recover_outcomes
 from ingest.runner import run_pipeline
 from ingest.sources import FileSource
+from ingest.sources.file_read import raw_files
 from quality.audit import audit_table
 from quality.markers import batch_markers
 from quality.results import recent_results
@@ -120,15 +121,15 @@ def test_a_rerun_batch_is_skipped_by_its_files_fingerprint_and_a_rewrite_is_hash
     data = landing / "a.json"
     data.write_text("\n".join(json.dumps({"event_id": f"e{i}", "amount": i}) for i in range(5)))
     source = FileSource(str(landing), "json")
-    frame = source.read_recorded(spark, spec.data_schema(spark), {"files": [data.as_uri()]})
+    frame = raw_files(spark, source, [str(data)])
 
-    with source.stream_batch(frame) as (rows, record):
+    with source.stream_batch(frame, spec) as (rows, record):
         committed = commit_batch(spark, spec, "app", 0, rows, source=record, raw_format="json")
-    with source.stream_batch(frame) as (rows, record):
+    with source.stream_batch(frame, spec) as (rows, record):
         again = commit_batch(spark, spec, "app", 0, rows, source=record, raw_format="json")
     stat = data.stat()
     os.utime(data, ns=(stat.st_atime_ns, stat.st_mtime_ns + 5_000_000_000))
-    with source.stream_batch(frame) as (rows, record):
+    with source.stream_batch(frame, spec) as (rows, record):
         touched = commit_batch(spark, spec, "app", 0, rows, source=record, raw_format="json")
 
     assert committed.status == "committed"

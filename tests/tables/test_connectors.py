@@ -11,7 +11,7 @@ def test_a_session_that_sets_spark_jars_still_names_the_resolved_delta_jars(
     spark: SparkSession,
 ) -> None:
     # The test session sets spark.jars itself (the guard, the Kafka connector).
-    assert "read-only-guard" in spark.sparkContext.getConf().get("spark.jars", "")
+    assert "lakehouse-classes" in spark.sparkContext.getConf().get("spark.jars", "")
     names = [jar.name for jar in driver_jars(resolved_jars(spark))]
     assert any(name.startswith("io.delta_delta-spark_") for name in names), names
 
