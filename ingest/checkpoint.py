@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import re
 from collections.abc import Iterator
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from tables.errors import TerminalError
 from tables.jvm import is_classic
-from tables.storage import child_names, local_path, walk_files
+from tables.storage import child_names, local_path, read_bytes, walk_files
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -54,6 +55,37 @@ def last_committed_batch(spark: SparkSession, checkpoint: str) -> int:
     """The newest batch id Spark's commit log holds (-1 for none): what a new run will not redo."""
     names = child_names(spark, f"{checkpoint.rstrip('/')}/commits")
     return max((int(n) for n in names if n.isdigit()), default=-1)
+
+
+def last_offsets_batch(spark: SparkSession, checkpoint: str) -> int | None:
+    """The newest batch id Spark's offsets log holds: the batch a run began last (None: none)."""
+    names = child_names(spark, f"{checkpoint.rstrip('/')}/offsets")
+    return max((int(n) for n in names if n.isdigit()), default=None)
+
+
+def batch_source_files(spark: SparkSession, checkpoint: str, batch_id: int) -> list[str] | None:
+    """The files a file stream's batch reads, from its source log (None if it cannot be told).
+
+    A micro-batch handed to foreachBatch is an opaque scan: it lists no input files. Spark's
+    file source logs each batch's files before running it, in `sources/0/<batch>`, a `v1` line
+    then one JSON entry per file, every tenth batch compacted into `<batch>.compact` with the
+    entries of all batches before it. This is the one place that reads that log.
+    """
+    root = f"{checkpoint.rstrip('/')}/sources/0"
+    data = read_bytes(spark, f"{root}/{batch_id}")
+    if data is None:
+        compacted = sorted(
+            int(name.split(".")[0])
+            for name in child_names(spark, root)
+            if name.endswith(".compact") and name.split(".")[0].isdigit()
+        )
+        later = [n for n in compacted if n >= batch_id]
+        data = read_bytes(spark, f"{root}/{later[0]}.compact") if later else None
+    if data is None:
+        return None
+    lines = data.decode("utf-8").splitlines()[1:]
+    entries = [json.loads(line) for line in lines if line.strip()]
+    return [str(e["path"]) for e in entries if e.get("batchId") == batch_id]
 
 
 def leftover_temp_files(spark: SparkSession, checkpoint: str) -> list[str]:

@@ -200,3 +200,18 @@ def is_audit_final(read_version: int | None, committed_version: int | None) -> b
         and committed_version is not None
         and committed_version == read_version + 1
     )
+
+
+def lost_checkpoint_fixes(pipeline: str, source_kind: str) -> str:
+    """The fixes for a lost checkpoint, as the end of its error line, best first.
+
+    A Kafka pipeline's ledger records each batch's offset ranges, so a new checkpoint can
+    start right after them; a file source's ledger names files, not what a listing would skip.
+    """
+    fixes = "restore the checkpoint, or run under a new app id"
+    if source_kind == "kafka":
+        return (
+            f"run `lakehouse ingest {pipeline} --resume-from-log` to start a new checkpoint "
+            f"after the offsets the ledger records, {fixes}"
+        )
+    return fixes

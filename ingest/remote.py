@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from ingest.checkpoint import last_committed_batch
 from ingest.commit import BatchResult, BatchStatus, result_from_entry
 from ingest.outcomes import audit_after_commit, outcomes_of
-from ingest.runner import commit_stream_batch
+from ingest.stream_commit import MicroBatch, commit_stream_batch
 from ingest.triggers import start_query
 from quality.expectations import ExpectationGate
 from quality.results import CheckResult, ResultLog, audit_from_entry
@@ -123,27 +123,27 @@ class RemoteBatch:
         An unexpected error's traceback goes to the worker's stderr, the server's log.
         """
         try:
-            self.run(batch, self.batch_base + batch_id)
+            self.run(MicroBatch(batch, batch_id, self.batch_base + batch_id))
         except LakehouseError as exc:
             raise RuntimeError(encode_error(exc)) from None
         except Exception as exc:
             traceback.print_exc(file=sys.stderr)
             raise RuntimeError(encode_error(worker_failure(self.pipeline.name, exc))) from None
 
-    def run(self, batch: DataFrame, batch_id: int) -> None:
+    def run(self, micro: MicroBatch) -> None:
         """What the classic runner does for a batch, with the worker's own gate and buffer.
 
         The worker keeps this function for the whole query, so the expectation gate and the
         outcome buffer are made at its first batch, as the classic runner makes them per run.
         """
-        spark = batch.sparkSession
+        spark = micro.rows.sparkSession
         key = (self.spec.name, self.pipeline.app_id)
         if key not in _outcomes:
             _gates[key] = (
                 ExpectationGate(self.spec, self.quality_dir) if self.spec.expectations else None
             )
             _outcomes[key] = outcomes_of(spark, self.spec, self.pipeline.app_id)
-        result = commit_stream_batch(batch, batch_id, self.pipeline, self.spec, _gates[key])
+        result = commit_stream_batch(micro, self.pipeline, self.spec, _gates[key])
         audit_after_commit(spark, self.spec, result, _outcomes[key])
 
 

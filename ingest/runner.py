@@ -19,14 +19,20 @@ from typing import TYPE_CHECKING, Any
 
 from ingest.admin.apps import finish_reset, pending_reset
 from ingest.checkpoint import hold_checkpoint
-from ingest.commit import BatchResult, commit_batch
+from ingest.commit import BatchResult
 from ingest.commit.highwater import high_water
 from ingest.config.checks import assert_pipeline_ready, origin_of
 from ingest.config.where import located
-from ingest.decisions import is_checkpoint_lost, uses_high_water
+from ingest.decisions import is_checkpoint_lost, lost_checkpoint_fixes, uses_high_water
 from ingest.outcomes import assert_not_held, audit_after_commit, outcomes_of, recover_outcomes
 from ingest.sources.resume import read_batch_base, write_batch_base
 from ingest.stopping import StopRequest, StopRequested, stop_on_signals
+from ingest.stream_commit import (
+    MicroBatch,
+    commit_stream_batch,
+    interrupted_batch,
+    reader_crashed,
+)
 from ingest.timings import settled_timings
 from ingest.triggers import parse_trigger, start_query
 from quality.expectations import ExpectationGate
@@ -99,16 +105,19 @@ def checkpoint_has_offsets(spark: SparkSession, checkpoint: str) -> bool:
     return any(name.isdigit() for name in child_names(spark, f"{checkpoint.rstrip('/')}/offsets"))
 
 
-def assert_checkpoint_matches_log(
-    spark: SparkSession, spec: TableSpec, app_id: str, checkpoint: str
-) -> None:
-    """Raise CheckpointLostError if the log holds batches of the app but its checkpoint is empty."""
-    committed = committed_batch(spark, spec.name, app_id)
+def assert_checkpoint_matches_log(spark: SparkSession, pipeline: PipelineSpec, table: str) -> None:
+    """Raise CheckpointLostError if the log holds batches of the app but its checkpoint is empty.
+
+    The error names every fix that applies: a Kafka source can resume from the offsets its
+    ledger records (`--resume-from-log`).
+    """
+    app_id, checkpoint = pipeline.app_id, pipeline.checkpoint
+    committed = committed_batch(spark, table, app_id)
     if is_checkpoint_lost(checkpoint_has_offsets(spark, checkpoint), committed):
         raise CheckpointLostError(
-            f"app id {app_id!r}: table {spec.name} already holds batches up to {committed} for it, "
+            f"app id {app_id!r}: table {table} already holds batches up to {committed} for it, "
             f"but the checkpoint {checkpoint} is empty, so the stream would restart at batch 0; "
-            "restore the checkpoint, or run under a new app id"
+            + lost_checkpoint_fixes(pipeline.name, pipeline.source.kind)
         )
 
 
@@ -210,7 +219,7 @@ def _prepare_checkpoint(
         if point is not None:
             write_batch_base(spark, pipeline.checkpoint, point.batch_base)
             return point.starting_offsets
-    assert_checkpoint_matches_log(spark, spec, pipeline.app_id, pipeline.checkpoint)
+    assert_checkpoint_matches_log(spark, pipeline, spec.name)
     return None
 
 
@@ -236,6 +245,8 @@ def _run_stream(
     batch_base = read_batch_base(spark, pipeline.checkpoint)
     gate = ExpectationGate(spec, quality_dir) if spec.expectations else None
     failures: list[BaseException] = []
+    isolation = interrupted_batch(spark, pipeline, spec.name, batch_base)
+    current: list[MicroBatch] = []  # the batch in progress, for a crash's report
 
     def handle(batch: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
@@ -243,7 +254,9 @@ def _run_stream(
             with stop.batch(batch_id):
                 if report.results:  # Spark checkpointed the previous batch before this one
                     fault_point("after_checkpoint", report.results[-1].batch_id)
-                result = commit_stream_batch(batch, batch_base + batch_id, pipeline, spec, gate)
+                narrowing = isolation if isolation and isolation.batch_id == batch_id else None
+                current[:] = [MicroBatch(batch, batch_id, batch_base + batch_id)]
+                result = commit_stream_batch(current[0], pipeline, spec, gate, narrowing)
                 committed, appended = time.monotonic(), outcomes.append_seconds
                 report.results.append(result)
                 if on_batch is not None:
@@ -269,7 +282,9 @@ def _run_stream(
                 on_failed(batch_base + batch_id, exc)
             raise
 
-    stream = source.open_stream(spark, schema, starting_offsets=starting_offsets)
+    stream = source.open_stream(
+        spark, schema, starting_offsets=starting_offsets, rules=spec.records
+    )
     query = start_query(stream, pipeline.app_id, pipeline.checkpoint, trigger_args, handle)
     try:
         while not query.awaitTermination(_WAIT_SECONDS):
@@ -286,6 +301,9 @@ def _run_stream(
             raise failures[0] from exc
         else:
             cause = failures[0] if failures else exc
+            crashed = reader_crashed(pipeline, current[0] if current else None, cause)
+            if crashed is not None:
+                raise crashed from exc
             raise TerminalError(f"stream {pipeline.name} failed: {error_summary(cause)}") from exc
     finally:
         if gate is not None and report.results:
@@ -330,7 +348,7 @@ def _run_through_connect(
             on_settled(result)
 
     stream = pipeline.source.open_stream(
-        spark, spec.data_schema(spark), starting_offsets=starting_offsets
+        spark, spec.data_schema(spark), starting_offsets=starting_offsets, rules=spec.records
     )
     run_remote_stream(
         spark,
@@ -349,30 +367,3 @@ def _run_through_connect(
 def _is_checkpointed(spark: SparkSession, checkpoint: str, batch_id: int) -> bool:
     """True once Spark's commit log holds the stream batch (its checkpoint is complete)."""
     return exists(spark, f"{checkpoint.rstrip('/')}/commits/{batch_id}")
-
-
-def commit_stream_batch(
-    batch: DataFrame,
-    batch_id: int,
-    pipeline: PipelineSpec,
-    spec: TableSpec,
-    gate: ExpectationGate | None,
-) -> BatchResult:
-    """Commit one micro-batch of a pipeline's stream (also run in a Connect server's worker).
-
-    A Kafka batch records its offset ranges in its ledger entry, a file batch its files.
-    """
-    source = pipeline.source
-    with source.stream_batch(batch) as (rows, record):
-        return commit_batch(
-            rows.sparkSession,
-            spec,
-            pipeline.app_id,
-            batch_id,
-            rows,
-            source=record,
-            raw_format=source.raw_format,
-            reader_options=source.reader_options,
-            gate=gate,
-            fail_on_rewind=True,
-        )

@@ -88,9 +88,19 @@ class StopRequest:
 
 
 def quiet_py4j() -> None:
-    """Silence py4j's own logging: a stopping stream makes its callback server log tracebacks."""
+    """Silence py4j's own logging: a stopping stream makes its callback server log tracebacks.
+
+    py4j also logs a lost JVM's traceback through the root logger (`logging.exception`), which
+    configures a stderr handler on first use: the root gets a handler that drops it, so the CLI
+    prints its one line alone. LAKEHOUSE_DEBUG=1 keeps all of it.
+    """
+    if os.environ.get("LAKEHOUSE_DEBUG"):
+        return
     for name in ("py4j", "py4j.clientserver", "py4j.java_gateway"):
         logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+    root = logging.getLogger()
+    if not root.handlers:
+        root.addHandler(logging.NullHandler())
 
 
 @contextlib.contextmanager

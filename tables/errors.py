@@ -129,6 +129,20 @@ class CommitOutcomeUnknownError(TransientError):
     """The commit call failed and re-reading the log could not tell whether it landed."""
 
 
+class ReaderCrashedError(TransientError):
+    """What read a batch died under it (the driver JVM, a Python worker): a record killed it.
+
+    Transient: the next run narrows the batch and quarantines the record (`ingest.isolation`).
+    Carries the pipeline, the batch id and the files the batch read (none for Kafka).
+    """
+
+    def __init__(self, message: str, *, pipeline: str, batch_id: int, files: tuple[str, ...]):
+        super().__init__(message)
+        self.pipeline = pipeline
+        self.batch_id = batch_id
+        self.files = files
+
+
 class InjectedFaultError(TransientError):
     """Raised by a fault point switched on for a test; never raised in normal runs."""
 

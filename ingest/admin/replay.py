@@ -30,6 +30,7 @@ from ingest.commit import (
 )
 from ingest.commit.upsert import DELETE_COLUMN, plan_upsert, write_upsert_deletes
 from ingest.decisions import batch_scope, dedup_condition
+from ingest.isolation import recorded_culprits, without_culprits
 from ingest.sources import Source, recorded_source
 from quality.fates import landed_columns
 from quality.malformed import landable_rows
@@ -161,7 +162,9 @@ def replay_batch(
         )
     schema = spec.data_schema(spark)
     app_id = plan.entry.meta.app_id
-    frame = plan.source.read_recorded(spark, schema, plan.recorded)
+    frame = plan.source.read_recorded(spark, schema, plan.recorded, spec.records)
+    culprits = recorded_culprits(plan.recorded)  # isolated by its run: left out again
+    frame = without_culprits(spark, frame, schema.fieldNames(), culprits)
     source = plan.source
     prepared = prepare_batch(
         spark, spec, schema, frame, source.raw_format, source.reader_options, gate

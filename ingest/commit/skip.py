@@ -11,6 +11,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from ingest.decisions import is_content_conflict, is_same_fingerprint
+from ingest.isolation import recorded_culprits, without_culprits
 from quality.fates import one_row_per_undecodable_file, undecodable_files
 from quality.malformed import COPY_COLUMN, classify_rows
 from quality.records import with_rescued
@@ -63,6 +64,9 @@ def skip_committed(
             content_hash=entry.meta.content_hash,
             note=f"{note}; same source fingerprint",
         )
+    # Records its run isolated for crashing the reader are left out as its commit left them out.
+    culprits = recorded_culprits(entry.meta.source)
+    batch = without_culprits(spark, batch, schema.fieldNames(), culprits)
     rows, read = with_rescued(batch, schema)
     classified = classify_rows(rows, schema, spec.keys).persist(StorageLevel.MEMORY_AND_DISK)
     try:

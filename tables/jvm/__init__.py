@@ -66,6 +66,22 @@ def classic_confs_hash(spark: SparkSession) -> int:
     return int(java_session(spark, "reading a session's confs").conf().getAll().hashCode())
 
 
+#: py4j's and the socket's errors once the JVM on the other end of the gateway is gone.
+_LOST_JVM = frozenset({"Py4JNetworkError", "ConnectionRefusedError", "ConnectionResetError"})
+
+
+def is_jvm_lost(exc: BaseException) -> bool:
+    """True if an error (or one it chains from) says the driver JVM is gone, not that it failed."""
+    seen: BaseException | None = exc
+    for _ in range(10):
+        if seen is None:
+            return False
+        if type(seen).__name__ in _LOST_JVM or "Answer from Java side is empty" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def is_jvm_running() -> bool:
     """True if this process has launched its gateway JVM (a stopped session keeps it)."""
     from pyspark import SparkContext

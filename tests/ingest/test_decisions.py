@@ -15,6 +15,7 @@ from ingest.decisions import (
     is_checkpoint_lost,
     is_content_conflict,
     is_same_fingerprint,
+    lost_checkpoint_fixes,
     merge_condition,
     should_append,
     should_retry,
@@ -149,3 +150,13 @@ def test_the_batches_whose_outcomes_are_not_kept_lie_between_the_two_markers() -
     assert unrecorded_batches(3, 3) == []
     assert unrecorded_batches(None, None) == []
     assert unrecorded_batches(None, -1) == []
+
+
+def test_a_lost_kafka_checkpoint_names_resume_from_log_first_and_a_file_one_does_not() -> None:
+    assert lost_checkpoint_fixes("clicks", "kafka") == (
+        "run `lakehouse ingest clicks --resume-from-log` to start a new checkpoint after the "
+        "offsets the ledger records, restore the checkpoint, or run under a new app id"
+    )
+    assert lost_checkpoint_fixes("landing", "files") == (
+        "restore the checkpoint, or run under a new app id"
+    )

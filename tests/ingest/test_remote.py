@@ -14,6 +14,7 @@ import pytest
 from ingest.config import PipelineSpec
 from ingest.remote import RemoteBatch, decode_error, encode_error, worker_failure
 from ingest.sources import FileSource
+from ingest.stream_commit import MicroBatch
 from tables.errors import (
     CommitConflictError,
     ConfigError,
@@ -87,8 +88,8 @@ def test_a_line_cut_short_comes_back_as_a_terminal_error_with_what_arrived() -> 
 class _Failing(RemoteBatch):
     """A batch function whose batch raises what a bug or an unmapped Spark error would."""
 
-    def run(self, batch: object, batch_id: int) -> None:
-        raise KeyError(f"no column for batch {batch_id}")
+    def run(self, micro: MicroBatch) -> None:
+        raise KeyError(f"no column for batch {micro.batch_id}")
 
 
 def test_any_other_worker_error_travels_as_the_terminal_line_the_classic_runner_says(
