@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pyspark.sql import SparkSession
+from records import json_landing_seconds
 from report import Report, Stopwatch, console, save, show
 from startup import bare_session, first_batch
 from workloads import (
@@ -120,6 +121,8 @@ def main() -> None:
     parser.add_argument("--base-rows", type=int, default=200_000)
     parser.add_argument("--log-commits", type=int, default=1000)
     parser.add_argument("--startup-runs", type=int, default=2)
+    parser.add_argument("--json-lines", type=int, default=10_000)
+    parser.add_argument("--json-line-bytes", type=int, default=4096)
     parser.add_argument(
         "--stream-round",
         type=int,
@@ -301,6 +304,16 @@ def _measure(
             ],
         )
         watch.lap("start-up")
+
+    exact, plain, size = json_landing_seconds(
+        spark, home, spec, args.json_lines, args.json_line_bytes, b
+    )
+    report.ratio("json_landed_vs_spark_reader", plain, exact, ">= 0.5")
+    report.note(
+        "JSON landed, MB/s: exact reader + exactly-once commit, Spark's JSON reader + append",
+        [round(size / 1e6 / exact, 1), round(size / 1e6 / plain, 1)],
+    )
+    watch.lap("JSON landed per second")
 
     _delta_rs_context(report, home, rows, b)
 
