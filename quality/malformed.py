@@ -299,6 +299,8 @@ def classify(
     options: Mapping[str, str] | None = None,
     unknown_fields: str = "rescue",
     sequence_by: str | None = None,
+    *,
+    keep_records: bool = False,
 ) -> DataFrame:
     """Classify every row of a batch: row-local reasons, then duplicates within the batch.
 
@@ -306,7 +308,14 @@ def classify(
     not duplicates: a copy or a conflict is a second row with the same key and sequence value.
     """
     rows = classify_rows(batch, schema, keys, raw_format, options, unknown_fields, sequence_by)
-    return mark_duplicates(rows, schema, keys if sequence_by is None else (*keys, sequence_by))
+    marked = mark_duplicates(rows, schema, keys if sequence_by is None else (*keys, sequence_by))
+    if RECORD_COLUMN not in marked.columns or keep_records:
+        return marked
+    # Only a rejected row's exact text is kept (for its `_lh_raw`): a landed row holds its
+    # values, and the batch is persisted from here on, once instead of twice over. An
+    # expectation that quarantines rejects rows later: its caller keeps every text.
+    kept = F.when(F.col(REASON_COLUMN).isNotNull(), F.col(RECORD_COLUMN)).alias(RECORD_COLUMN)
+    return marked.select(*[kept if c == RECORD_COLUMN else F.col(c) for c in marked.columns])
 
 
 def with_raw_record(rejected: DataFrame, schema: StructType) -> DataFrame:

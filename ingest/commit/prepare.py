@@ -99,21 +99,22 @@ def prepare_batch(
     The classified rows are persisted so every later step (validation, counts, quarantine, MERGE)
     sees the same rows, even from a non-deterministic source. The caller unpersists `classified`.
     """
-    rows, read = with_rescued(batch, schema)
+    rows = with_rescued(batch, schema)
+    classified = classify(
+        rows,
+        schema,
+        spec.keys,
+        raw_format,
+        reader_options,
+        spec.unknown_fields,
+        spec.sequence_by,
+        keep_records=any(e.action == "quarantine" for e in spec.expectations),
+    ).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        classified = classify(
-            rows,
-            schema,
-            spec.keys,
-            raw_format,
-            reader_options,
-            spec.unknown_fields,
-            spec.sequence_by,
-        ).persist(StorageLevel.MEMORY_AND_DISK)
         stats = batch_stats(classified, schema, spec.dedup_column, spec.keys)
-    finally:
-        if read is not None:
-            read.unpersist()
+    except BaseException:
+        classified.unpersist()
+        raise
     try:
         undecodable = undecodable_files(spark, stats.magic_files) if stats.magic_files else {}
         if undecodable:

@@ -67,12 +67,10 @@ def skip_committed(
     # Records its run isolated for crashing the reader are left out as its commit left them out.
     culprits = recorded_culprits(entry.meta.source)
     batch = without_culprits(spark, batch, schema.fieldNames(), culprits)
-    rows, read = with_rescued(batch, schema)
+    rows = with_rescued(batch, schema)
     classified = classify_rows(rows, schema, spec.keys).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         incoming = batch_stats(classified, schema)
-        if read is not None:
-            read.unpersist()
         undecodable = undecodable_files(spark, incoming.magic_files) if incoming.magic_files else {}
         if undecodable:
             collapsed = one_row_per_undecodable_file(

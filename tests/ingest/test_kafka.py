@@ -25,6 +25,7 @@ from ingest.runner import run_pipeline
 from ingest.sources.kafka import KafkaSource, redact_options
 from ingest.sources.kafka_read import (
     KAFKA_COLUMNS,
+    kafka_rows,
     offset_ranges,
     read_kafka_range,
     read_kafka_stream,
@@ -34,6 +35,7 @@ from quality.malformed import CORRUPT_COLUMN
 from tables.errors import CheckpointLostError, ConfigError, TerminalError
 from tables.jvm import gateway
 from tables.log import read_ledger
+from tables.record_rules import RecordRules
 from tables.spec import TableSpec, parse_struct
 from tests.support import kafka_broker
 from tests.support.kafka_broker import KafkaBroker, KafkaBrokerError
@@ -46,6 +48,7 @@ SCHEMA = StructType(
         StructField("amount", DoubleType()),
     ]
 )
+SCHEMA_DDL = "event_id STRING NOT NULL, user_id STRING, amount DOUBLE"
 RAW_SCHEMA = StructType([StructField("key", StringType()), StructField("value", StringType())])
 SECRET = "s3cr3t-hunter2"
 _topics = itertools.count()
@@ -275,7 +278,8 @@ def test_stream_reads_json_and_malformed_values_with_their_offsets(
     seen: list[dict[str, dict[str, list[int]]]] = []
     rows: list[dict[str, object]] = []
 
-    def handle(batch: DataFrame, batch_id: int) -> None:
+    def handle(raw: DataFrame, batch_id: int) -> None:
+        batch = kafka_rows(raw, source, SCHEMA)  # the stream hands raw records over
         seen.append(offset_ranges(batch))
         rows.extend(r.asDict() for r in batch.collect())
 
@@ -420,6 +424,44 @@ def test_offsets_removed_from_kafka_give_a_clear_error(
     )
     with pytest.raises(Exception, match="data may have been lost"):
         run_available_now(stream, tmp_path / "cp", lambda batch, batch_id: batch.count())
+
+
+@pytest.mark.slow
+def test_long_and_deep_json_values_meet_the_fates_of_file_lines_through_the_broker(
+    spark: SparkSession,
+    broker: KafkaBroker,
+    topic: Callable[..., str],
+    make_table: Callable[..., TableSpec],
+    tmp_path: Path,
+) -> None:
+    """Values of 2,000 and 800,000 characters, 1,001 levels deep, single-quoted, past the limit.
+
+    The broker's own limit on a message is about 1 MiB, so the table's limit is set below it.
+    """
+    spec = make_table(schema=SCHEMA_DDL, records=RecordRules(max_record_bytes=900_000))
+    name = topic()
+    values = [
+        json.dumps({"event_id": "short", "user_id": "u" * 2000}),
+        json.dumps({"event_id": "long", "user_id": "\\" * 400_000}),
+        '{"event_id": "deep", "x": ' + "[" * 1001 + "]" * 1001 + "}",
+        "{'event_id': 'quoted'}",
+        json.dumps({"event_id": "past", "user_id": "y" * 950_000}),
+    ]
+    broker.produce(name, [(f"k{i}", v) for i, v in enumerate(values)])
+    source = KafkaSource(broker.bootstrap, topic=name)
+    job = kafka_job(tmp_path, spec, source, "long-values")
+
+    report = run_pipeline(spark, job, spec)
+
+    assert (report.rows_inserted, report.rows_quarantined) == (2, 3)
+    landed = {r["event_id"]: len(r["user_id"]) for r in spark.table(spec.name).collect()}
+    assert landed == {"short": 2000, "long": 400_000}
+    reasons = sorted(r["_lh_reason"][:40] for r in spark.table(spec.quarantine_name).collect())
+    assert reasons == [
+        "malformed JSON: nested more than 1,000 l",
+        "malformed JSON: not valid JSON (truncate",
+        "record too large: 950,035 bytes, over th",
+    ]
 
 
 # -- the Kafka pipeline: stream runner, resume from the log, a killed process -----------------
