@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
-	$(PY) -m tables.session --warm
+	$(PY) -m tables.engine.session --warm
 	touch $(STAMP)
 
 setup: $(STAMP) ## Create .venv, install pinned dependencies, fetch and cache the Delta JARs
@@ -37,17 +37,17 @@ test-slow: setup ## Slow tier: child drivers, brokers, servers, clusters, Spark 
 	if [ $$rc -ne 0 ]; then exit $$rc; fi; exit $$rc2
 
 check: setup ## Lint (ruff) and type-check (mypy, strict on the packages)
-	$(VENV)/bin/ruff check tables quality ingest verify tests examples bench
-	$(VENV)/bin/ruff format --check tables quality ingest verify tests examples bench
+	$(VENV)/bin/ruff check tables quality ingest crash_matrix tests examples bench
+	$(VENV)/bin/ruff format --check tables quality ingest crash_matrix tests examples bench
 	$(VENV)/bin/mypy
-	$(VENV)/bin/mypy --strict bench/run.py verify/crash_matrix.py
+	$(VENV)/bin/mypy --strict bench/run.py crash_matrix
 
 demo: setup ## Generate sample events and ingest them exactly once, twice, with a crash between
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash examples/demo/run.sh
 
 verify: setup ## Prove exactly-once under faults: scenarios repeated, then the full crash matrix (hours)
 	LAKEHOUSE_VERIFY_REPEAT=$(VERIFY_REPEAT) $(PY) -m pytest -q tests/ingest/test_exactly_once.py
-	$(PY) -m verify.crash_matrix --json verify/last-run.json $(VERIFY_ARGS)
+	$(PY) -m crash_matrix --json crash_matrix/last-run.json $(VERIFY_ARGS)
 
 bench: setup ## Measure what exactly-once costs, as ratios side by side (BENCH_ARGS=--help)
 	$(PY) bench/run.py $(BENCH_ARGS)

@@ -16,8 +16,10 @@ from pyspark.sql import SparkSession
 from workloads import interleaved_medians
 
 from ingest.commit import commit_batch
+from ingest.commit.options import CommitOptions
 from ingest.sources.file_read import read_files
 from ingest.sources.files import FileSource
+from tables.delta.writer import TableWriter
 from tables.spec import TableSpec
 
 RECORD_SCHEMA = "id STRING NOT NULL, qty INT, note STRING"
@@ -59,9 +61,11 @@ def json_landing_seconds(
     plain = f"bench_json_spark_{table.name}"
     source = FileSource(str(home / "bench_json"), "json")
 
+    writer = TableWriter(spark, table, "json")
+
     def exact(i: int) -> object:
         batch = read_files(spark, source, table.data_schema(spark), rounds[i], table.records)
-        return commit_batch(spark, table, "json", i, batch, raw_format="json")
+        return commit_batch(writer, i, batch, CommitOptions(raw_format="json"))
 
     def spark_reader(i: int) -> object:
         frame = spark.read.schema(RECORD_SCHEMA).json(rounds[i])

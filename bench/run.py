@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from devices import measure_start_devices, measure_writer_devices
 from pyspark.sql import SparkSession
 from records import json_landing_seconds
 from report import Report, Stopwatch, console, save, show
@@ -26,21 +27,20 @@ from workloads import (
     SCHEMA,
     Action,
     appender,
-    batch,
     committer,
     files_of,
     fill,
     grow_log,
     in_parallel,
     interleaved_medians,
+    stream_rounds,
 )
 
-from ingest.commit import BatchResult, commit_batch
-from ingest.outcomes import audit_after_commit, outcomes_of
-from quality.results import FLUSH_EVERY
-from tables.catalog import ensure_table
-from tables.class_archive import ARCHIVE_ENV
-from tables.session import get_spark
+from ingest.commit.batch_result import BatchResult
+from quality.check_results import FLUSH_EVERY
+from tables.delta.provision import ensure_table
+from tables.engine.class_archive import ARCHIVE_ENV
+from tables.engine.session import get_spark
 from tables.spec import TableSpec
 
 
@@ -57,49 +57,6 @@ def counting_jobs(spark: SparkSession, action: Action, counts: list[int]) -> Act
             counts.append(len(tracker.getJobIdsForGroup(group)))
 
     return counted
-
-
-def stream_rounds(
-    spark: SparkSession,
-    table: TableSpec,
-    rows: int,
-    per_round: int,
-    parts: dict[str, list[float]],
-    jobs: list[int],
-) -> Action:
-    """`per_round` batches as `lakehouse ingest` runs them in a stream, then its outcomes append.
-
-    Each batch is committed, its audit settled and its outcomes buffered, as the runner does;
-    the buffer is appended to `lakehouse_quality` when it holds `FLUSH_EVERY` batches (the
-    runner's cadence, the default round) and at the end of the round (a shorter round pays the
-    append more often than a stream would). Returns the round's time per batch via the caller.
-    """
-    tracker = spark.sparkContext.statusTracker()
-    outcomes = outcomes_of(spark, table, "s")
-    counter = iter(range(10**9))
-
-    def run(_: int) -> object:
-        group = f"bench-stream-{time.monotonic_ns()}"
-        spark.sparkContext.setJobGroup(group, group)
-        try:
-            for _ in range(per_round):
-                n = next(counter)
-                started = time.perf_counter()
-                result = commit_batch(
-                    spark, table, "s", n, batch(spark, 70_000_000 + n * rows, rows)
-                )
-                committed = time.perf_counter()
-                audit_after_commit(spark, table, result, outcomes)
-                parts["commit"].append(committed - started)
-                parts["audit"].append(time.perf_counter() - committed)
-            started = time.perf_counter()
-            outcomes.flush()
-            parts["append of outcomes"].append(time.perf_counter() - started)
-        finally:
-            jobs.append(len(tracker.getJobIdsForGroup(group)))
-        return None
-
-    return run
 
 
 def per_batch(action: Action, batches: int) -> Action:
@@ -128,6 +85,12 @@ def main() -> None:
         type=int,
         default=FLUSH_EVERY,
         help="stream batches per measured round (default: the runner's outcomes cadence)",
+    )
+    parser.add_argument(
+        "--devices",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="measure each speed device switched off against all on (docs/benchmarks.md)",
     )
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     parser.add_argument(
@@ -238,6 +201,10 @@ def _measure(
     )
     watch.lap("per-batch cost")
 
+    if args.devices:
+        measure_writer_devices(spark, spec, rows, per_round, b, report)
+        watch.lap("speed devices: stream batch")
+
     # A re-run of the last committed batch: no commit, no file, its content checked.
     before = files_of(spark, exactly_once)
     rerun = committer(spark, exactly_once, rows)
@@ -304,6 +271,9 @@ def _measure(
             ],
         )
         watch.lap("start-up")
+        if args.devices:
+            measure_start_devices(home, spark, args.startup_runs, report)
+            watch.lap("speed devices: start-up")
 
     exact, plain, size = json_landing_seconds(
         spark, home, spec, args.json_lines, args.json_line_bytes, b

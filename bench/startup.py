@@ -17,13 +17,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from workloads import Action
 
-from tables.class_archive import ARCHIVE_ENV
+from tables.engine.class_archive import ARCHIVE_ENV
 
 BARE_SESSION = """
 import time
@@ -63,10 +64,11 @@ path = "landing/events"
 REPOSITORY = Path(__file__).resolve().parents[1]
 
 
-def _run(command: list[str], cwd: Path) -> str:
+def _run(command: list[str], cwd: Path, switches: Mapping[str, str] | None = None) -> str:
     env = {
         **os.environ,
         ARCHIVE_ENV: "on",
+        **(switches or {}),
         "LAKEHOUSE_SPARK_MASTER": "local[2]",
         "SPARK_LOCAL_IP": "127.0.0.1",
         "PYTHONPATH": str(REPOSITORY),
@@ -92,13 +94,18 @@ def bare_session(root: Path, reached: list[float]) -> Action:
     return start
 
 
-def first_batch(root: Path, spark: SparkSession, reached: list[float]) -> Action:
+def first_batch(
+    root: Path,
+    spark: SparkSession,
+    reached: list[float],
+    switches: Mapping[str, str] | None = None,
+) -> Action:
     """Run `lakehouse ingest` in a new process on a new home holding one 100-row JSON file.
 
     Seconds from the launch to the batch's commit (its timestamp in the table's log, read by
-    `spark`) go to `reached`.
+    `spark`) go to `reached`. `switches` are environment variables that turn a speed device off.
     """
-    lakehouse = [sys.executable, "-c", "from ingest.cli import main; main()"]
+    lakehouse = [sys.executable, "-c", "from ingest.cli.commands import main; main()"]
 
     def ingest(i: int) -> None:
         project = Path(tempfile.mkdtemp(prefix=f"start-{i}-", dir=root))
@@ -108,7 +115,7 @@ def first_batch(root: Path, spark: SparkSession, reached: list[float]) -> Action
         rows = (json.dumps({"event_id": f"e{n}", "user_id": "u", "amount": n}) for n in range(100))
         (landing / "part-0.json").write_text("\n".join(rows) + "\n")
         launched = time.time()
-        _run([*lakehouse, "ingest", "events"], project)
+        _run([*lakehouse, "ingest", "events"], project, switches)
         reached.append(
             _batch_committed_at(spark, project / ".lakehouse/warehouse/events") - launched
         )

@@ -15,10 +15,16 @@ from datetime import UTC, datetime, timedelta
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ingest.commit import commit_batch, with_lineage
+from ingest.commit import commit_batch
+from ingest.commit.options import CommitOptions
+from ingest.commit.prepare import with_lineage
+from ingest.outcomes import audit_after_commit, outcomes_of
 from ingest.sources.fingerprint import digest
-from tables.catalog import table_detail
-from tables.log import admin_metadata, commit_markers, table_version
+from tables.delta.commits import commit_markers
+from tables.delta.history import table_version
+from tables.delta.ledger import admin_metadata
+from tables.delta.table import table_detail
+from tables.delta.writer import SpeedDevices, TableWriter
 from tables.spec import TableSpec
 
 SCHEMA = "event_id STRING NOT NULL, user_id STRING, amount DOUBLE, event_time TIMESTAMP"
@@ -104,10 +110,17 @@ def committer(
     content, as a file source's carries its files: a re-run of the batch is checked by it.
     """
 
+    writer = TableWriter(spark, table, "b")  # one per workload: its caches carry over
+
     def commit(i: int) -> object:
         start = first + i * rows
         source = {"kind": "generated", "fingerprint": digest([f"events {start} {rows} {days}"])}
-        return commit_batch(spark, table, "b", i, batch(spark, start, rows, days), source=source)
+        return commit_batch(
+            writer,
+            i,
+            batch(spark, start, rows, days),
+            CommitOptions(source=source),
+        )
 
     return commit
 
@@ -143,3 +156,47 @@ def in_parallel(actions: list[Callable[[], object]], workers: int = 2) -> None:
 def files_of(spark: SparkSession, table: TableSpec) -> tuple[int, int]:
     """The table's version and file count: a skip must change neither."""
     return table_version(spark, table.name), table_detail(spark, table.name).num_files
+
+
+def stream_rounds(
+    spark: SparkSession,
+    table: TableSpec,
+    rows: int,
+    per_round: int,
+    parts: dict[str, list[float]],
+    jobs: list[int],
+    devices: SpeedDevices | None = None,
+) -> Action:
+    """`per_round` batches as `lakehouse ingest` runs them in a stream, then its outcomes append.
+
+    Each batch is committed, its audit settled and its outcomes buffered, as the runner does;
+    the buffer is appended to `lakehouse_quality` when it holds `FLUSH_EVERY` batches (the
+    runner's cadence, the default round) and at the end of the round (a shorter round pays the
+    append more often than a stream would). Returns the round's time per batch via the caller.
+    `devices` switches the writer's speed devices (all on by default).
+    """
+    tracker = spark.sparkContext.statusTracker()
+    outcomes = outcomes_of(spark, table, "s")
+    writer = TableWriter(spark, table, "s", devices=devices or SpeedDevices())  # carries over
+    counter = iter(range(10**9))
+
+    def run(_: int) -> object:
+        group = f"bench-stream-{time.monotonic_ns()}"
+        spark.sparkContext.setJobGroup(group, group)
+        try:
+            for _ in range(per_round):
+                n = next(counter)
+                started = time.perf_counter()
+                result = commit_batch(writer, n, batch(spark, 70_000_000 + n * rows, rows))
+                committed = time.perf_counter()
+                audit_after_commit(writer, result, outcomes)
+                parts["commit"].append(committed - started)
+                parts["audit"].append(time.perf_counter() - committed)
+            started = time.perf_counter()
+            outcomes.flush()
+            parts["append of outcomes"].append(time.perf_counter() - started)
+        finally:
+            jobs.append(len(tracker.getJobIdsForGroup(group)))
+        return None
+
+    return run

@@ -27,9 +27,9 @@ import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from tables.engine.jvm import is_classic
+from tables.engine.storage import child_names, local_path, read_bytes, walk_files
 from tables.errors import TerminalError
-from tables.jvm import is_classic
-from tables.storage import child_names, local_path, read_bytes, walk_files
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

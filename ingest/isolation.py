@@ -38,10 +38,10 @@ from quality.records import (
     RESCUE_INPUT_COLUMN,
     SOURCE_FILE_COLUMN,
 )
-from tables.jvm import is_jvm_lost
-from tables.readonly import HOME_CONF
+from tables.engine.confs import HOME_CONF
+from tables.engine.jvm import is_jvm_lost
+from tables.engine.storage import delete, local_path, read_bytes, write_bytes
 from tables.spec import RESCUED_COLUMN
-from tables.storage import delete, local_path, read_bytes, write_bytes
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

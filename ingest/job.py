@@ -1,12 +1,13 @@
 """The entry of scheduled jobs that bring their own Spark: spark-submit and Databricks wheel tasks.
 
 Both run the `lakehouse` CLI on the session the scheduler provides, with the same arguments
-(`ingest events -c lakehouse.toml`). Under spark-submit, `tables.session.get_spark` builds the
-submitted driver's session with the config's home, catalog and warehouse, so every run of the
+(`ingest events -c lakehouse.toml`). Under spark-submit, `tables.engine.session.get_spark` builds
+the submitted driver's session with the config's home, catalog and warehouse, so every run of the
 job finds the tables the previous one created, and `lakehouse status` finds them too. On
 Databricks the workspace's session and catalog are used as they are.
 
-spark-submit takes this file's path: `lakehouse job-script` prints it with a full command line.
+spark-submit takes this file's path: `lakehouse job-script` prints it with a full command line
+(`ingest.submit`).
 """
 
 from __future__ import annotations
@@ -14,31 +15,16 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-#: The Delta package a submitted driver needs (Spark resolves it with --packages).
-DELTA_PACKAGE = "io.delta:delta-spark_4.1_2.13:4.4.0"
-
 
 def script_path() -> Path:
     """This file, which spark-submit runs as the driver's Python program."""
     return Path(__file__).resolve()
 
 
-def submit_command(master: str, arguments: list[str]) -> list[str]:
-    """A spark-submit command line that runs `lakehouse ARGUMENTS` as a job on `master`."""
-    return [
-        "spark-submit",
-        "--master",
-        master,
-        "--packages",
-        DELTA_PACKAGE,
-        str(script_path()),
-        *arguments,
-    ]
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI with `argv` (the job's parameters) and return its exit code."""
-    from ingest.cli import app
+    # Imported here, after `__main__` below has taken this file's directory off sys.path.
+    from ingest.cli.commands import app
 
     try:
         app(args=argv if argv is not None else sys.argv[1:], prog_name="lakehouse-job")

@@ -14,30 +14,31 @@ from typing import TYPE_CHECKING, Any
 
 from ingest.decisions import is_audit_final
 from quality.audit import audit_commit, repair_duplicates, should_hold, should_repair
-from quality.markers import batch_markers
-from quality.results import (
+from quality.check_results import (
     CheckResult,
     ResultLog,
     audit_from_entry,
     checks_from_ledger,
     held_by,
 )
-from tables.catalog import table_exists
+from quality.marker_names import batch_markers
+from tables.delta.history import read_ledger
+from tables.delta.markers import committed_batch
+from tables.delta.table import table_exists
 from tables.errors import DuplicatesFoundError
 from tables.faults import fault_point
-from tables.log import read_ledger
-from tables.markers import committed_batch
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from ingest.commit import BatchResult
-    from tables.log import LedgerEntry
+    from ingest.commit.batch_result import BatchResult
+    from tables.delta.ledger import LedgerEntry
+    from tables.delta.writer import TableWriter
     from tables.spec import TableSpec
 
 
 def audit_after_commit(
-    spark: SparkSession, spec: TableSpec, result: BatchResult, outcomes: ResultLog | None = None
+    writer: TableWriter, result: BatchResult, outcomes: ResultLog | None = None
 ) -> list[CheckResult]:
     """Settle a committed batch's audit, apply the audit policy, and keep the outcomes.
 
@@ -52,6 +53,7 @@ def audit_after_commit(
     """
     if result.status == "skipped":
         return []
+    spark, spec = writer.spark, writer.spec
     fault_point("before_audit", result.batch_id)
     audit = result.audit
     if (
@@ -62,7 +64,7 @@ def audit_after_commit(
         audit = None
     if audit is None:
         bounds = {key: (low, high) for key, low, high in result.key_bounds} or None
-        audit = audit_commit(spark, spec, result.app_id, result.batch_id, result.version, bounds)
+        audit = audit_commit(writer, result.batch_id, result.version, bounds)
     results = [
         audit,
         *checks_from_ledger(
@@ -70,23 +72,18 @@ def audit_after_commit(
         ),
     ]
     if should_repair(audit):
-        results.append(repair_duplicates(spark, spec, audit))
-    _keep(spark, spec, result.app_id, result.batch_id, results, outcomes)
+        results.append(repair_duplicates(spark, spec, audit, writer.clones))
+    _keep(writer, result.batch_id, results, outcomes)
     if should_hold(audit):
         raise DuplicatesFoundError(held_message(spec.name, audit.as_row()))
     return results
 
 
 def _keep(
-    spark: SparkSession,
-    spec: TableSpec,
-    app_id: str,
-    batch_id: int,
-    results: list[CheckResult],
-    outcomes: ResultLog | None,
+    writer: TableWriter, batch_id: int, results: list[CheckResult], outcomes: ResultLog | None
 ) -> None:
     if outcomes is None:
-        outcomes = outcomes_of(spark, spec, app_id)
+        outcomes = outcomes_of(writer.spark, writer.spec, writer.app_id)
         outcomes.add(batch_id, results)
         outcomes.flush()
     else:
@@ -98,9 +95,7 @@ def outcomes_of(spark: SparkSession, spec: TableSpec, app_id: str) -> ResultLog:
     return ResultLog(spark, batch_markers(spec.name, app_id)[2].txn_app_id)
 
 
-def recover_outcomes(
-    spark: SparkSession, spec: TableSpec, app_id: str, outcomes: ResultLog
-) -> list[CheckResult]:
+def recover_outcomes(writer: TableWriter, outcomes: ResultLog) -> list[CheckResult]:
     """Keep the outcomes of committed batches that `lakehouse_quality` lacks; return them.
 
     A run that stopped between a commit and the append of its outcomes left them in the batches'
@@ -108,6 +103,7 @@ def recover_outcomes(
     from the ledger, a batch whose audit was not final (or that carries none) is audited again,
     and everything is appended before the stream starts.
     """
+    spark, spec, app_id = writer.spark, writer.spec, writer.app_id
     target = committed_batch(spark, spec.name, app_id)
     audit_marker = batch_markers(spec.name, app_id)[2]
     recorded = (
@@ -133,11 +129,11 @@ def recover_outcomes(
                 spec.name, app_id, batch_id, entry.version, carried, spec.audit_policy
             )
         else:
-            audit = audit_commit(spark, spec, app_id, batch_id, version)
+            audit = audit_commit(writer, batch_id, version)
         checks = entry.meta.checks if entry is not None else ()
         results = [audit, *checks_from_ledger(spec.name, app_id, batch_id, version, checks)]
         if should_repair(audit):
-            results.append(repair_duplicates(spark, spec, audit))
+            results.append(repair_duplicates(spark, spec, audit, writer.clones))
         outcomes.add(batch_id, results)
         kept.extend(results)
     outcomes.flush()

@@ -30,15 +30,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ingest.checkpoint import last_committed_batch
-from ingest.commit import BatchResult, BatchStatus, result_from_entry
+from ingest.commit.batch_result import BatchResult, BatchStatus, result_from_entry
 from ingest.outcomes import audit_after_commit, outcomes_of
-from ingest.stream_commit import MicroBatch, commit_stream_batch
+from ingest.sources.resume import read_batch_base
+from ingest.stream_commit import MicroBatch, StreamTarget, commit_stream_batch
 from ingest.triggers import start_query
+from quality.check_results import CheckResult, ResultLog, audit_from_entry
 from quality.expectations import ExpectationGate
-from quality.results import CheckResult, ResultLog, audit_from_entry
 from tables import errors
+from tables.delta.history import read_ledger
+from tables.delta.ledger import LedgerEntry
+from tables.delta.writer import TableWriter
 from tables.errors import LakehouseError, TerminalError, error_summary
-from tables.log import LedgerEntry, read_ledger
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -49,8 +52,6 @@ if TYPE_CHECKING:
 
 _ERROR = re.compile(r"LAKEHOUSE_ERROR\[(\w+)\]: (.*?)(?:\n|$)")
 _POLL_SECONDS = 1
-_outcomes: dict[tuple[str, str], ResultLog] = {}
-_gates: dict[tuple[str, str], ExpectationGate | None] = {}
 
 
 def encode_error(exc: LakehouseError) -> str:
@@ -108,14 +109,25 @@ def worker_failure(pipeline: str, exc: BaseException) -> TerminalError:
     return TerminalError(f"stream {pipeline} failed: {error_summary(exc)}")
 
 
-@dataclass(frozen=True)
 class RemoteBatch:
-    """The `foreachBatch` function of a stream run through Spark Connect (runs server-side)."""
+    """The `foreachBatch` function of a stream run through Spark Connect (runs server-side).
 
-    pipeline: PipelineSpec
-    spec: TableSpec
-    batch_base: int
-    quality_dir: Path | None
+    The worker deserializes it once and keeps it for the whole query, so what the classic runner
+    keeps per run (the writer's caches, the expectation gate, the outcome buffer) it keeps on
+    itself, made at its first batch.
+    """
+
+    def __init__(
+        self, pipeline: PipelineSpec, spec: TableSpec, batch_base: int, quality_dir: Path | None
+    ) -> None:
+        self.pipeline, self.spec = pipeline, spec
+        self.batch_base, self.quality_dir = batch_base, quality_dir
+        self._target: StreamTarget | None = None
+        self._outcomes: ResultLog | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What travels to the server: the settings, never a session or a cache."""
+        return {**self.__dict__, "_target": None, "_outcomes": None}
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         """Commit and audit one micro-batch; any error leaves as an encoded line.
@@ -131,20 +143,15 @@ class RemoteBatch:
             raise RuntimeError(encode_error(worker_failure(self.pipeline.name, exc))) from None
 
     def run(self, micro: MicroBatch) -> None:
-        """What the classic runner does for a batch, with the worker's own gate and buffer.
-
-        The worker keeps this function for the whole query, so the expectation gate and the
-        outcome buffer are made at its first batch, as the classic runner makes them per run.
-        """
+        """What the classic runner does for a batch, with the worker's own writer and buffer."""
         spark = micro.rows.sparkSession
-        key = (self.spec.name, self.pipeline.app_id)
-        if key not in _outcomes:
-            _gates[key] = (
-                ExpectationGate(self.spec, self.quality_dir) if self.spec.expectations else None
-            )
-            _outcomes[key] = outcomes_of(spark, self.spec, self.pipeline.app_id)
-        result = commit_stream_batch(micro, self.pipeline, self.spec, _gates[key])
-        audit_after_commit(spark, self.spec, result, _outcomes[key])
+        if self._target is None or self._outcomes is None:
+            gate = ExpectationGate(self.spec, self.quality_dir) if self.spec.expectations else None
+            writer = TableWriter(spark, self.spec, self.pipeline.app_id)
+            self._target = StreamTarget(self.pipeline, writer, gate)
+            self._outcomes = outcomes_of(spark, self.spec, self.pipeline.app_id)
+        result = commit_stream_batch(micro, self._target)
+        audit_after_commit(self._target.writer.on(spark), result, self._outcomes)
 
 
 @dataclass
@@ -155,37 +162,57 @@ class Progress:
     reported: int = -1
 
 
-def run_remote_stream(
-    spark: SparkSession,
-    pipeline: PipelineSpec,
-    spec: TableSpec,
-    stop: StopRequest,
-    stream: DataFrame,
-    trigger_args: Mapping[str, Any],
-    batch_base: int,
-    *,
-    on_result: Callable[[BatchResult, list[CheckResult]], None],
-    quality_dir: Path | None,
-) -> None:
-    """Run the stream through the Connect server until it ends, fails, or a stop arrives."""
-    # Spark may report the checkpoint's last batch again before any new one runs: only batches
-    # above it are this run's to report.
-    progress = Progress(datetime.now(), last_committed_batch(spark, pipeline.checkpoint))
-    handler = RemoteBatch(pipeline, spec, batch_base, quality_dir)
-    query = start_query(stream, pipeline.app_id, pipeline.checkpoint, trigger_args, handler)
-    try:
-        while not query.awaitTermination(_POLL_SECONDS):
-            _report(spark, spec, pipeline.app_id, batch_base, query, progress, on_result)
-            if stop.requested:
-                _stop_when_idle(query)
-                break
-    except Exception as exc:
-        decoded = decode_error(str(exc))
-        if decoded is not None:
-            raise decoded from exc
-        raise TerminalError(f"stream {pipeline.name} failed: {error_summary(exc)}") from exc
-    finally:
-        _report(spark, spec, pipeline.app_id, batch_base, query, progress, on_result)
+@dataclass(frozen=True)
+class RemoteStream:
+    """A pipeline's stream to run through a Connect server, and where its results are told."""
+
+    pipeline: PipelineSpec
+    spec: TableSpec
+    quality_dir: Path | None
+    on_result: Callable[[BatchResult, list[CheckResult]], None]
+
+    def run(
+        self,
+        spark: SparkSession,
+        stream: DataFrame,
+        trigger_args: Mapping[str, Any],
+        stop: StopRequest,
+    ) -> None:
+        """Run the stream through the Connect server until it ends, fails, or a stop arrives."""
+        pipeline = self.pipeline
+        batch_base = read_batch_base(spark, pipeline.checkpoint)
+        # Spark may report the checkpoint's last batch again before any new one runs: only
+        # batches above it are this run's to report.
+        progress = Progress(datetime.now(), last_committed_batch(spark, pipeline.checkpoint))
+        handler = RemoteBatch(pipeline, self.spec, batch_base, self.quality_dir)
+        query = start_query(stream, pipeline.app_id, pipeline.checkpoint, trigger_args, handler)
+        try:
+            while not query.awaitTermination(_POLL_SECONDS):
+                self._report(spark, batch_base, query, progress)
+                if stop.requested:
+                    _stop_when_idle(query)
+                    break
+        except Exception as exc:
+            decoded = decode_error(str(exc))
+            if decoded is not None:
+                raise decoded from exc
+            raise TerminalError(f"stream {pipeline.name} failed: {error_summary(exc)}") from exc
+        finally:
+            self._report(spark, batch_base, query, progress)
+
+    def _report(self, spark: SparkSession, batch_base: int, query: Any, progress: Progress) -> None:
+        """Report the batches the query finished since the last call, read from the ledger."""
+        newest = _newest_batch(query)
+        if newest is None or newest <= progress.reported:
+            return
+        wanted = range(batch_base + progress.reported + 1, batch_base + newest + 1)
+        entries = _entries(spark, self.spec.name, self.pipeline.app_id, set(wanted))
+        for batch_id in wanted:
+            entry = entries.get(batch_id)
+            if entry is None:
+                continue
+            self.on_result(*remote_result(entry, self.spec, progress.started))
+        progress.reported = newest
 
 
 def _stop_when_idle(query: Any) -> None:
@@ -196,30 +223,6 @@ def _stop_when_idle(query: Any) -> None:
             break
         time.sleep(0.2)
     query.stop()
-
-
-def _report(
-    spark: SparkSession,
-    spec: TableSpec,
-    app_id: str,
-    batch_base: int,
-    query: Any,
-    progress: Progress,
-    on_result: Callable[[BatchResult, list[CheckResult]], None],
-) -> None:
-    """Report the batches the query finished since the last call, read from the ledger."""
-    newest = _newest_batch(query)
-    if newest is None or newest <= progress.reported:
-        return
-    wanted = range(batch_base + progress.reported + 1, batch_base + newest + 1)
-    entries = _entries(spark, spec.name, app_id, set(wanted))
-    for batch_id in wanted:
-        entry = entries.get(batch_id)
-        if entry is None:
-            continue
-        result, audits = remote_result(entry, spec, progress.started)
-        on_result(result, audits)
-    progress.reported = newest
 
 
 def _newest_batch(query: Any) -> int | None:

@@ -10,25 +10,26 @@ and stops between batches on SIGINT or SIGTERM (`ingest.stopping`).
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ingest.admin.apps import finish_reset, pending_reset
 from ingest.checkpoint import hold_checkpoint
-from ingest.commit import BatchResult
-from ingest.commit.highwater import high_water
+from ingest.commit.batch_result import BatchResult
 from ingest.config.checks import assert_pipeline_ready, origin_of
 from ingest.config.where import located
 from ingest.decisions import is_checkpoint_lost, lost_checkpoint_fixes, uses_high_water
+from ingest.observe.observer import RunObserver
 from ingest.outcomes import assert_not_held, audit_after_commit, outcomes_of, recover_outcomes
+from ingest.remote import RemoteStream
 from ingest.sources.resume import read_batch_base, write_batch_base
 from ingest.stopping import StopRequest, StopRequested, stop_on_signals
 from ingest.stream_commit import (
     MicroBatch,
+    StreamTarget,
     commit_stream_batch,
     interrupted_batch,
     reader_crashed,
@@ -37,23 +38,32 @@ from ingest.timings import settled_timings
 from ingest.triggers import parse_trigger, start_query
 from quality.expectations import ExpectationGate
 from quality.quarantine import ensure_quarantine_table
-from tables.catalog import ensure_table
+from tables.delta.markers import committed_batch, is_prefetch_on, prefetch_state
+from tables.delta.provision import ensure_table
+from tables.delta.writer import TableWriter
+from tables.engine.jvm import is_classic
+from tables.engine.storage import child_names, exists
 from tables.errors import CheckpointLostError, LakehouseError, TerminalError, error_summary
 from tables.faults import fault_point
-from tables.jvm import is_classic
-from tables.markers import committed_batch, prefetch_state
-from tables.storage import child_names, exists
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from ingest.config import PipelineSpec
-    from quality.results import CheckResult, ResultLog
+    from ingest.isolation import BatchIsolation
+    from quality.check_results import CheckResult
     from tables.spec import TableSpec
 
-BatchCallback = Callable[[BatchResult], None]
-#: Called with the batch id and the error when a stream batch fails (not when a stop skips it).
-FailureCallback = Callable[[int, BaseException], None]
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How a pipeline runs: its trigger (None: the pipeline's), where Great Expectations keeps
+    its suites and Data Docs (None: validations are not kept), and whether an empty Kafka
+    checkpoint starts after the offsets the ledger records (`resume_from_log`)."""
+
+    trigger: str | None = None
+    quality_dir: Path | None = None
+    resume_from_log: bool = False
 
 
 @dataclass
@@ -125,89 +135,50 @@ def run_pipeline(
     spark: SparkSession,
     pipeline: PipelineSpec,
     spec: TableSpec,
-    *,
-    trigger: str | None = None,
-    on_batch: BatchCallback | None = None,
-    on_audit: Callable[[CheckResult], None] | None = None,
-    quality_dir: Path | None = None,
-    resume_from_log: bool = False,
-    on_settled: BatchCallback | None = None,
-    on_failed: FailureCallback | None = None,
+    options: RunOptions | None = None,
+    observer: RunObserver | None = None,
 ) -> RunReport:
     """Run a pipeline until its trigger says stop (available-now) or until interrupted.
 
-    `quality_dir` is where Great Expectations keeps its suites, validation results and Data
-    Docs; without it, validations are not kept and no docs are built. With `resume_from_log`, a
-    Kafka pipeline whose checkpoint is empty starts after the offsets its ledger records instead
-    of stopping with CheckpointLostError. `on_settled` gets each batch once its audit is settled,
-    with its stage timings (`BatchResult.timings`); `on_failed` gets a batch that failed.
+    `observer` hears of each batch committed, each outcome settled (recovered ones too), each
+    batch settled with its stage timings (`BatchResult.timings`) and each batch that failed.
     """
-    assert_pipeline_ready(pipeline, trigger)
-    trigger_args = parse_trigger(trigger or pipeline.trigger)
+    options = options or RunOptions()
+    assert_pipeline_ready(pipeline, options.trigger)
     with located(origin_of(pipeline) / "source"):
         pipeline.source.assert_present(spark)
     ensure_table(spark, spec)
     ensure_quarantine_table(spark, spec)
+    run = _Run(spark, pipeline, spec, options, observer or RunObserver())
     # The first batch's commit waits for the table's state (and, under `batch` dedup, the app's
     # high-water mark): both are built while the stream starts.
-    high = partial(high_water, spark, spec.name, pipeline.app_id)
-    prefetch_state(spark, spec.name, then=high if uses_high_water(spec.dedup) else None)
-    report = RunReport(
-        pipeline.name, pipeline.app_id, spec.name, quarantine_table=spec.quarantine_name
-    )
+    then = run.writer.high_water if uses_high_water(spec.dedup) else None
+    if is_prefetch_on(os.environ):
+        prefetch_state(spark, spec.name, then=then)
     pending = pending_reset(spark, spec.name, pipeline.app_id)
     if pending is not None:
         finish_reset(spark, pending)
-        report.finished_reset = pending.describe()
-    outcomes = outcomes_of(spark, spec, pipeline.app_id)
+        run.report.finished_reset = pending.describe()
     with hold_checkpoint(spark, pipeline.checkpoint) as removed, stop_on_signals() as stop:
-        report.removed_temp_files = tuple(removed)
-        starting_offsets = _prepare_checkpoint(spark, pipeline, spec, resume_from_log)
-        for recovered in recover_outcomes(spark, spec, pipeline.app_id, outcomes):
-            report.audits.append(recovered)
-            if on_audit is not None:
-                on_audit(recovered)
+        run.report.removed_temp_files = tuple(removed)
+        starting_offsets = _prepare_checkpoint(spark, pipeline, spec, options.resume_from_log)
+        for recovered in recover_outcomes(run.writer, run.outcomes):
+            run.audited(recovered)
         assert_not_held(spark, spec)
         if stop.requested:
-            report.stopped_by = stop.signum
-            return report
+            run.report.stopped_by = stop.signum
+            return run.report
         try:
             if is_classic(spark):
-                _run_stream(
-                    spark,
-                    pipeline,
-                    spec,
-                    report,
-                    stop,
-                    trigger_args,
-                    starting_offsets,
-                    outcomes,
-                    on_batch=on_batch,
-                    on_audit=on_audit,
-                    quality_dir=quality_dir,
-                    on_settled=on_settled,
-                    on_failed=on_failed,
-                )
+                run.stream(stop, starting_offsets)
             else:
-                _run_through_connect(
-                    spark,
-                    pipeline,
-                    spec,
-                    report,
-                    stop,
-                    trigger_args,
-                    starting_offsets,
-                    on_batch=on_batch,
-                    on_audit=on_audit,
-                    quality_dir=quality_dir,
-                    on_settled=on_settled,
-                )
-                recover_outcomes(spark, spec, pipeline.app_id, outcomes)
+                run.through_connect(stop, starting_offsets)
+                recover_outcomes(run.writer, run.outcomes)
         finally:
-            outcomes.flush()
-    if report.results and report.stopped_by is None:
-        fault_point("after_checkpoint", report.results[-1].batch_id)
-    return report
+            run.outcomes.flush()
+    if run.report.results and run.report.stopped_by is None:
+        fault_point("after_checkpoint", run.report.results[-1].batch_id)
+    return run.report
 
 
 def _prepare_checkpoint(
@@ -223,145 +194,146 @@ def _prepare_checkpoint(
     return None
 
 
-def _run_stream(
-    spark: SparkSession,
-    pipeline: PipelineSpec,
-    spec: TableSpec,
-    report: RunReport,
-    stop: StopRequest,
-    trigger_args: Mapping[str, Any],
-    starting_offsets: str | None,
-    outcomes: ResultLog,
-    *,
-    on_batch: BatchCallback | None,
-    on_audit: Callable[[CheckResult], None] | None,
-    quality_dir: Path | None,
-    on_settled: BatchCallback | None = None,
-    on_failed: FailureCallback | None = None,
-) -> None:
-    """Run the stream until its trigger ends it, it fails, or a stop signal stops it."""
-    source = pipeline.source
-    schema = spec.data_schema(spark)
-    batch_base = read_batch_base(spark, pipeline.checkpoint)
-    gate = ExpectationGate(spec, quality_dir) if spec.expectations else None
-    failures: list[BaseException] = []
-    isolation = interrupted_batch(spark, pipeline, spec.name, batch_base)
-    current: list[MicroBatch] = []  # the batch in progress, for a crash's report
+class _Run:
+    """One run of a pipeline: its writer (the caches its commits share), report, outcome buffer
+    and observer; the stream is run by `stream` (classic) or `through_connect`."""
 
-    def handle(batch: DataFrame, batch_id: int) -> None:
-        started = time.monotonic()
+    def __init__(
+        self,
+        spark: SparkSession,
+        pipeline: PipelineSpec,
+        spec: TableSpec,
+        options: RunOptions,
+        observer: RunObserver,
+    ) -> None:
+        self.spark, self.pipeline, self.spec = spark, pipeline, spec
+        self.options, self.observer = options, observer
+        self.writer = TableWriter(spark, spec, pipeline.app_id)
+        self.report = RunReport(
+            pipeline.name, pipeline.app_id, spec.name, quarantine_table=spec.quarantine_name
+        )
+        self.outcomes = outcomes_of(spark, spec, pipeline.app_id)
+        self.trigger = parse_trigger(options.trigger or pipeline.trigger)
+
+    def committed(self, result: BatchResult) -> None:
+        """Report a batch committed (or skipped)."""
+        self.report.results.append(result)
+        self.observer.committed(result)
+
+    def audited(self, audit: CheckResult) -> None:
+        """Report a settled outcome."""
+        self.report.audits.append(audit)
+        self.observer.audited(audit)
+
+    def stream(self, stop: StopRequest, starting_offsets: str | None) -> None:
+        """Run the stream in this process until its trigger ends it, it fails, or a stop."""
+        spark, pipeline, spec = self.spark, self.pipeline, self.spec
+        batch_base = read_batch_base(spark, pipeline.checkpoint)
+        quality_dir = self.options.quality_dir
+        gate = ExpectationGate(spec, quality_dir) if spec.expectations else None
+        target = StreamTarget(pipeline, self.writer, gate)
+        isolation = interrupted_batch(spark, pipeline, spec.name, batch_base)
+        failures: list[BaseException] = []
+        current: list[MicroBatch] = []  # the batch in progress, for a crash's report
+
+        def handle(batch: DataFrame, batch_id: int) -> None:
+            micro = MicroBatch(batch, batch_id, batch_base + batch_id)
+            current[:] = [micro]
+            try:
+                with stop.batch(batch_id):
+                    narrowing = isolation if isolation and isolation.batch_id == batch_id else None
+                    self._batch(micro, target, narrowing)
+            except BaseException as exc:
+                failures.append(exc)
+                if not isinstance(exc, StopRequested):
+                    self.observer.failed(micro.batch_id, exc)
+                raise
+
+        stream = pipeline.source.open_stream(
+            spark, spec.data_schema(spark), starting_offsets=starting_offsets, rules=spec.records
+        )
+        query = start_query(stream, pipeline.app_id, pipeline.checkpoint, self.trigger, handle)
         try:
-            with stop.batch(batch_id):
-                if report.results:  # Spark checkpointed the previous batch before this one
-                    fault_point("after_checkpoint", report.results[-1].batch_id)
-                narrowing = isolation if isolation and isolation.batch_id == batch_id else None
-                current[:] = [MicroBatch(batch, batch_id, batch_base + batch_id)]
-                result = commit_stream_batch(current[0], pipeline, spec, gate, narrowing)
-                committed, appended = time.monotonic(), outcomes.append_seconds
-                report.results.append(result)
-                if on_batch is not None:
-                    on_batch(result)
-                audits = audit_after_commit(batch.sparkSession, spec, result, outcomes)
-                for audit in audits:
-                    report.audits.append(audit)
-                    if on_audit is not None:
-                        on_audit(audit)
-                timings = settled_timings(
-                    result.timings,
-                    started,
-                    committed,
-                    time.monotonic(),
-                    outcomes.append_seconds - appended,
-                )
-                report.results[-1] = replace(result, timings=timings)
-                if on_settled is not None:
-                    on_settled(report.results[-1])
-        except BaseException as exc:
-            failures.append(exc)
-            if on_failed is not None and not isinstance(exc, StopRequested):
-                on_failed(batch_base + batch_id, exc)
-            raise
+            while not query.awaitTermination(_WAIT_SECONDS):
+                self.outcomes.flush_if_due()
+                if stop.requested:
+                    stop.stop_between_batches(
+                        query, lambda batch: _is_checkpointed(spark, pipeline.checkpoint, batch)
+                    )
+                    break
+        except Exception as exc:
+            self._raise_failure(exc, failures, stop, current[0] if current else None)
+        finally:
+            if gate is not None and self.report.results:
+                self.report.docs_url = gate.build_docs()
+        self.report.stopped_by = stop.signum
 
-    stream = source.open_stream(
-        spark, schema, starting_offsets=starting_offsets, rules=spec.records
-    )
-    query = start_query(stream, pipeline.app_id, pipeline.checkpoint, trigger_args, handle)
-    try:
-        while not query.awaitTermination(_WAIT_SECONDS):
-            outcomes.flush_if_due()
-            if stop.requested:
-                stop.stop_between_batches(
-                    query, lambda batch: _is_checkpointed(spark, pipeline.checkpoint, batch)
-                )
-                break
-    except Exception as exc:
+    def _batch(
+        self, micro: MicroBatch, target: StreamTarget, isolation: BatchIsolation | None
+    ) -> None:
+        """Commit one batch, settle its audit, report it with its stage timings."""
+        started = time.monotonic()
+        if self.report.results:  # Spark checkpointed the previous batch before this one
+            fault_point("after_checkpoint", self.report.results[-1].batch_id)
+        result = commit_stream_batch(micro, target, isolation)
+        committed, appended = time.monotonic(), self.outcomes.append_seconds
+        self.committed(result)
+        writer = self.writer.on(micro.rows.sparkSession)
+        for audit in audit_after_commit(writer, result, self.outcomes):
+            self.audited(audit)
+        timings = settled_timings(
+            result.timings,
+            started,
+            committed,
+            time.monotonic(),
+            self.outcomes.append_seconds - appended,
+        )
+        self.report.results[-1] = replace(result, timings=timings)
+        self.observer.settled(self.report.results[-1])
+
+    def _raise_failure(
+        self,
+        exc: Exception,
+        failures: list[BaseException],
+        stop: StopRequest,
+        current: MicroBatch | None,
+    ) -> None:
+        """The stream's failure as the run's error (none for a stop): the batch's own error,
+        a reader's crash in one line, or the query's failure summed up."""
         if stop.requested and all(isinstance(f, StopRequested) for f in failures):
-            pass
-        elif failures and isinstance(failures[0], LakehouseError):
+            return
+        if failures and isinstance(failures[0], LakehouseError):
             raise failures[0] from exc
-        else:
-            cause = failures[0] if failures else exc
-            crashed = reader_crashed(pipeline, current[0] if current else None, cause)
-            if crashed is not None:
-                raise crashed from exc
-            raise TerminalError(f"stream {pipeline.name} failed: {error_summary(cause)}") from exc
-    finally:
-        if gate is not None and report.results:
-            report.docs_url = gate.build_docs()
-    report.stopped_by = stop.signum
+        cause = failures[0] if failures else exc
+        crashed = reader_crashed(self.pipeline, current, cause)
+        if crashed is not None:
+            raise crashed from exc
+        raise TerminalError(f"stream {self.pipeline.name} failed: {error_summary(cause)}") from exc
+
+    def through_connect(self, stop: StopRequest, starting_offsets: str | None) -> None:
+        """Run the stream through a Spark Connect server (`ingest.remote`), reporting as it goes.
+
+        The batches run in the server's Python worker; after the query ends, the outcomes it had
+        not appended yet are appended from the ledger (`recover_outcomes`). A batch read back
+        from the ledger is settled (its audit is in its entry) but carries no stage timings.
+        """
+        spark, pipeline, spec = self.spark, self.pipeline, self.spec
+
+        def reported(result: BatchResult, audits: list[CheckResult]) -> None:
+            self.committed(result)
+            for audit in audits:
+                self.audited(audit)
+            self.observer.settled(result)
+
+        stream = pipeline.source.open_stream(
+            spark, spec.data_schema(spark), starting_offsets=starting_offsets, rules=spec.records
+        )
+        remote = RemoteStream(pipeline, spec, self.options.quality_dir, reported)
+        remote.run(spark, stream, self.trigger, stop)
+        self.report.stopped_by = stop.signum
 
 
 _WAIT_SECONDS = 1
-
-
-def _run_through_connect(
-    spark: SparkSession,
-    pipeline: PipelineSpec,
-    spec: TableSpec,
-    report: RunReport,
-    stop: StopRequest,
-    trigger_args: Mapping[str, Any],
-    starting_offsets: str | None,
-    *,
-    on_batch: BatchCallback | None,
-    on_audit: Callable[[CheckResult], None] | None,
-    quality_dir: Path | None,
-    on_settled: BatchCallback | None = None,
-) -> None:
-    """Run the stream through a Spark Connect server (`ingest.remote`), reporting as it goes.
-
-    The batches run in the server's Python worker; after the query ends, the outcomes it had not
-    appended yet are appended from the ledger (`recover_outcomes`). A batch read back from the
-    ledger is settled (its audit is in its entry) but carries no stage timings.
-    """
-    from ingest.remote import run_remote_stream
-
-    def reported(result: BatchResult, audits: list[CheckResult]) -> None:
-        report.results.append(result)
-        if on_batch is not None:
-            on_batch(result)
-        for audit in audits:
-            report.audits.append(audit)
-            if on_audit is not None:
-                on_audit(audit)
-        if on_settled is not None:
-            on_settled(result)
-
-    stream = pipeline.source.open_stream(
-        spark, spec.data_schema(spark), starting_offsets=starting_offsets, rules=spec.records
-    )
-    run_remote_stream(
-        spark,
-        pipeline,
-        spec,
-        stop,
-        stream,
-        trigger_args,
-        read_batch_base(spark, pipeline.checkpoint),
-        on_result=reported,
-        quality_dir=quality_dir,
-    )
-    report.stopped_by = stop.signum
 
 
 def _is_checkpointed(spark: SparkSession, checkpoint: str, batch_id: int) -> bool:

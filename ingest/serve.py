@@ -4,12 +4,12 @@ Analysts and BI tools connect with any HiveServer2 client (beeline, a JDBC drive
 query the tables by name while ingestion runs in other processes. It is Spark's own Thrift
 server, started on a session this project builds: Delta on the driver's class path, the same
 home and catalog as every `lakehouse` command, and the read-only guard of `lakehouse sql`
-(`tables.readonly`) unless writes are allowed. Tables that other processes create later are
-registered as they appear (`tables.warehouse`), and every query reads the newest committed
+(`tables.engine.readonly`) unless writes are allowed. Tables that other processes create later are
+registered as they appear (`tables.delta.warehouse`), and every query reads the newest committed
 version of each table it names.
 
 Programs, and `lakehouse --remote`, use Spark Connect: Spark's own Connect server, in a JVM of
-its own (a child process), configured as the embedded session is (`tables.session.
+its own (a child process), configured as the embedded session is (`tables.engine.session.
 embedded_settings`), with this interpreter as its Python workers so that a pipeline's batches
 run this package's code. It is not read-only: a Connect client is a Spark session like any
 other, and `lakehouse sql --remote` marks its own session read-only as the embedded one does.
@@ -31,13 +31,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tables.catalogs import CatalogSpec
-from tables.connectors import cached_delta_jars
+import pyspark
+
+from tables.delta.warehouse import register_all
+from tables.engine.catalogs import CatalogSpec
+from tables.engine.confs import SERVER_READ_ONLY_CONF
+from tables.engine.connectors import cached_delta_classpath, cached_delta_jars
+from tables.engine.jvm.servers import start_jdbc_server, trust_this_thread
+from tables.engine.session import embedded_settings
 from tables.errors import ConfigError, SessionError
-from tables.jvm.servers import start_jdbc_server, trust_this_thread
-from tables.readonly import SERVER_READ_ONLY_CONF
-from tables.session import embedded_settings
-from tables.warehouse import register_all
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -85,7 +87,7 @@ def delta_driver_jars() -> list[Path]:
     jars = cached_delta_jars()
     if jars is None:
         subprocess.run(
-            [sys.executable, "-m", "tables.session", "--resolve"],
+            [sys.executable, "-m", "tables.engine.session", "--resolve"],
             capture_output=True,
             check=False,
         )
@@ -158,9 +160,6 @@ def connect_server_command(
     home: Path, catalog: CatalogSpec, host: str, port: int
 ) -> tuple[list[str], dict[str, str]]:
     """The spark-submit command line and environment of a Connect server for `home`."""
-    import pyspark
-
-    from tables.connectors import cached_delta_classpath
 
     driver_jars = delta_driver_jars()  # resolves and remembers Delta's JARs if none are yet
     delta = [str(j) for j in cached_delta_classpath() or ()]

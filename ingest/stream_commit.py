@@ -9,12 +9,14 @@ and the rest commits under the same batch id.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 from ingest.checkpoint import batch_source_files, last_committed_batch, last_offsets_batch
-from ingest.commit import BatchResult, commit_batch
+from ingest.commit import commit_batch
+from ingest.commit.batch_result import BatchResult
+from ingest.commit.options import CommitOptions
 from ingest.commit.prepare import prepare_batch
 from ingest.isolation import (
     BatchIsolation,
@@ -26,16 +28,16 @@ from ingest.isolation import (
     without_culprits,
 )
 from ingest.sources.long_lines import recorded_form
+from tables.delta.markers import committed_batch
+from tables.engine.jvm import is_jvm_lost
 from tables.errors import ReaderCrashedError
-from tables.jvm import is_jvm_lost
-from tables.markers import committed_batch
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from ingest.config.model import PipelineSpec
     from quality.expectations import ExpectationGate
-    from tables.spec import TableSpec
+    from tables.delta.writer import TableWriter
 
 
 def interrupted_batch(
@@ -71,47 +73,52 @@ class MicroBatch:
         return None if found is None else [recorded_form(name) for name in found]
 
 
+@dataclass(frozen=True)
+class StreamTarget:
+    """What every batch of a pipeline's stream commits through: the pipeline, the run's writer
+    (its caches kept from batch to batch) and the table's expectation gate."""
+
+    pipeline: PipelineSpec
+    writer: TableWriter
+    gate: ExpectationGate | None = None
+
+    def options(self, record: Mapping[str, Any]) -> CommitOptions:
+        """A stream batch's commit options: its source record, how it was read, the gate."""
+        source = self.pipeline.source
+        return CommitOptions(
+            source=record,
+            raw_format=source.raw_format,
+            reader_options=source.reader_options,
+            gate=self.gate,
+            fail_on_rewind=True,
+        )
+
+
 def commit_stream_batch(
-    micro: MicroBatch,
-    pipeline: PipelineSpec,
-    spec: TableSpec,
-    gate: ExpectationGate | None,
-    isolation: BatchIsolation | None = None,
+    micro: MicroBatch, target: StreamTarget, isolation: BatchIsolation | None = None
 ) -> BatchResult:
     """Commit one micro-batch of a pipeline's stream (also run in a Connect server's worker).
 
     A Kafka batch records its offset ranges in its ledger entry, a file batch its files. With
     `isolation`, the batch is narrowed first and its culprits named in its ledger entry.
     """
-    source = pipeline.source
-    spark = micro.rows.sparkSession
+    pipeline, source = target.pipeline, target.pipeline.source
+    writer = target.writer.on(micro.rows.sparkSession)
+    spark, spec = writer.spark, writer.spec
     files = micro.files(pipeline)
     with source.stream_batch(micro.rows, spec, files) as (rows, record):
         if isolation is not None:
             schema = spec.data_schema(spark)
+            read = replace(target.options(record), gate=None)
 
             def trial(piece: DataFrame) -> None:
-                prepared = prepare_batch(
-                    spark, spec, schema, piece, source.raw_format, source.reader_options
-                )
-                prepared.classified.unpersist()
+                prepare_batch(spec, schema, piece, read).classified.unpersist()
 
             by_record = source.raw_format != "csv"
             culprits = isolation.culprits(rows, trial, files or [], by_record=by_record)
             rows = without_culprits(spark, rows, schema.fieldNames(), culprits)
             record = with_culprits(record, culprits)
-        result = commit_batch(
-            spark,
-            spec,
-            pipeline.app_id,
-            micro.batch_id,
-            rows,
-            source=record,
-            raw_format=source.raw_format,
-            reader_options=source.reader_options,
-            gate=gate,
-            fail_on_rewind=True,
-        )
+        result = commit_batch(writer, micro.batch_id, rows, target.options(record))
     if isolation is not None:
         isolation.done()
     return result

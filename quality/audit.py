@@ -16,29 +16,32 @@ goes into the commit's own ledger entry; the runner re-audits after the commit
 (`lakehouse check --full`). What a finding does is the table's audit policy: `warn` records it;
 `fail` records it and holds the table (further runs stop until an operator repairs it or a full
 check passes); `repair` deletes the later copies of each key in a follow-up commit that the
-ledger records as `repair`. Outcomes are kept by `quality.results`.
+ledger records as `repair`. Outcomes are kept by `quality.check_results`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
-from quality.results import DUPLICATE_KEYS_CHECK, CheckResult
-from tables.catalog import require_table
-from tables.key_range import KeyRange, is_outside
-from tables.log import admin_metadata, merge_into
-from tables.log_reads import table_at
+from quality.check_results import DUPLICATE_KEYS_CHECK, CheckResult
+from tables.delta.commits import MergeStatement, merge_into
+from tables.delta.history import table_at
+from tables.delta.key_range import KeyRange, is_outside
+from tables.delta.ledger import admin_metadata
+from tables.delta.table import require_table
 from tables.spec import APP_ID_COLUMN, BATCH_ID_COLUMN, INGESTED_AT_COLUMN
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
+    from tables.delta.writer import TableWriter
+    from tables.engine.clones import SessionClones
     from tables.spec import TableSpec
 
 REPAIR_APP_ID = "lakehouse-repair"
@@ -112,20 +115,19 @@ def within_ranges(ranges: Mapping[str, tuple[Any, Any]]) -> Column:
 
 
 def audit_commit(
-    spark: SparkSession,
-    spec: TableSpec,
-    app_id: str,
+    writer: TableWriter,
     batch_id: int,
     version: int | None,
     bounds: Mapping[str, tuple[Any, Any]] | None = None,
 ) -> CheckResult:
-    """Check that no record key of one committed batch appears twice in the table.
+    """Check that no record key of one batch `writer`'s app committed appears twice in the table.
 
     `bounds` are each key column's min and max over the rows the commit inserted, or over a
     superset of them (the committer knows them from its batch); without them the commit's rows
     are read once to find them. Wider bounds only widen the read: a key is the batch's only if
     one of its rows carries the batch's lineage.
     """
+    spark, spec, app_id = writer.spark, writer.spec, writer.app_id
     if bounds is not None and set(bounds) == set(spec.keys):
         ranges, bounds_files = dict(bounds), 0
     else:
@@ -146,30 +148,34 @@ def audit_commit(
     )
 
 
+@dataclass(frozen=True)
+class LandingKeys:
+    """The keys a batch is about to land: their rows (`keys`), how many rows land (`landing`),
+    each key column's min and max (`ranges`), the batch id, and `scope`, the target-side part of
+    the commit's dedup condition on alias `t` (None: any row with the key matches)."""
+
+    keys: DataFrame
+    landing: int
+    ranges: Mapping[str, tuple[Any, Any]]
+    batch_id: int
+    scope: str | None
+
+
 def audit_before_commit(
-    spark: SparkSession,
-    spec: TableSpec,
-    batch_keys: DataFrame,
-    landing: int,
-    ranges: Mapping[str, tuple[Any, Any]],
-    as_of: int,
-    scope: str | None,
-    lineage: tuple[str, int],
-    known: KeyRange | None = None,
+    writer: TableWriter, batch: LandingKeys, as_of: int, known: KeyRange | None = None
 ) -> CheckResult:
     """The audit of a batch about to commit, decided on the table version `as_of` it will read.
 
-    `batch_keys` are the distinct record keys of the rows the commit will land (`landing` of
-    them), `ranges` each key column's min and max over them, `scope` the target-side part of the
-    commit's dedup condition on alias `t` (None: any row with the key matches, a `table` scope)
-    and `lineage` the (app id, batch id). A key is inserted unless a row in scope matches it;
+    A key is inserted unless a row in scope matches it;
     after the commit it is the batch's if it was inserted or a matching row carries the batch's
     lineage, and it fails if the table then holds it more than once. That is the post-commit
     audit's answer, as long as no other commit lands between `as_of` and this batch's commit.
     With no file of the table within the bounds, no row can match and nothing more is read;
-    `known`, the range every key of the table at `as_of` lies in (`tables.key_range`), can say
+    `known`, the range every key of the table at `as_of` lies in (`tables.delta.key_range`), can say
     so without the Spark job Delta's file skipping runs.
     """
+    spark, spec = writer.spark, writer.spec
+    landing, ranges, scope = batch.landing, batch.ranges, batch.scope
     if landing == 0 or any(low is None for low, _ in ranges.values()):
         return CheckResult(spec.name, DUPLICATE_KEYS_CHECK, "passed", 0, 0, (), files_read=0)
     if is_outside(known, ranges):
@@ -178,7 +184,7 @@ def audit_before_commit(
     files = len(table.inputFiles())
     if files == 0:
         return CheckResult(spec.name, DUPLICATE_KEYS_CHECK, "passed", landing, 0, (), files_read=0)
-    app_id, batch_id = lineage
+    app_id, batch_id = writer.app_id, batch.batch_id
     in_scope = F.expr(scope) if scope is not None else F.lit(True)
     found = (
         table.alias("t")
@@ -189,7 +195,7 @@ def audit_before_commit(
             F.max(of_commit(app_id, batch_id).cast("int")).alias("_ours"),
         )
     )
-    joined = batch_keys.join(found, on=list(spec.keys), how="left")
+    joined = batch.keys.join(found, on=list(spec.keys), how="left")
     inserted = F.coalesce(F.col("_matched"), F.lit(0)) == 0
     rows_after = F.coalesce(F.col("_rows"), F.lit(0)) + inserted.cast("int")
     ours = inserted | (F.coalesce(F.col("_ours"), F.lit(0)) == 1)
@@ -234,7 +240,9 @@ def should_repair(result: CheckResult) -> bool:
     return result.status == "failed" and result.action == "repair"
 
 
-def repair_duplicates(spark: SparkSession, spec: TableSpec, audit: CheckResult) -> CheckResult:
+def repair_duplicates(
+    spark: SparkSession, spec: TableSpec, audit: CheckResult, clones: SessionClones
+) -> CheckResult:
     """Delete every copy but the first-landed of the audited keys, in one commit.
 
     The first-landed copy (earliest ingestion time, then app id and batch id) stays: it is what
@@ -269,5 +277,5 @@ def repair_duplicates(spark: SparkSession, spec: TableSpec, audit: CheckResult) 
         {"kind": "repair", "check": audit.check, "keys": list(audit.sample_keys)},
     )
     on = " AND ".join(f"t.`{c}` <=> s.`{c}`" for c in (*spec.keys, APP_ID_COLUMN, BATCH_ID_COLUMN))
-    merge_into(spark, spec.name, extras, on, ["WHEN MATCHED THEN DELETE"], meta)
+    merge_into(MergeStatement(spec.name, extras, on, ["WHEN MATCHED THEN DELETE"], meta), clones)
     return replace(audit, status="repaired", action="repair")

@@ -35,8 +35,6 @@ SAMPLE_SIZE = 5
 #: Checks on the batch's columns rather than its rows: one check, passed or failed.
 SCHEMA_CHECKS = frozenset({"column_exists", "column_type"})
 DATASOURCE = "lakehouse"
-_LOCK = threading.Lock()
-_CONTEXTS: dict[str, Any] = {}
 
 
 @dataclass(frozen=True)
@@ -110,7 +108,11 @@ def stop_message(outcome: GateOutcome, table: str, app_id: str, batch_id: int) -
 
 
 class ExpectationGate:
-    """Validates batches of one table against its declared suite; one per table and process."""
+    """Validates batches of one table against its declared suite; one per run of a pipeline.
+
+    The gate owns its GX context (made on first use: GX costs seconds to start) and a lock, as
+    a GX context is not safe to share between threads.
+    """
 
     def __init__(self, spec: TableSpec, project_dir: Path | None = None) -> None:
         if not spec.expectations:
@@ -118,11 +120,13 @@ class ExpectationGate:
         self.spec = spec
         self.project_dir = project_dir
         self._definition: Any = None
+        self._context: Any = None
+        self._lock = threading.Lock()
 
     def validate(self, rows: DataFrame) -> GateOutcome:
         """Run the suite on `rows` (landable rows with the row-hash column) and collect verdicts."""
         index_columns = [ROW_HASH_COLUMN, *self.spec.keys]
-        with _LOCK:
+        with self._lock:
             definition = self._validation_definition()
             try:
                 result = definition.run(
@@ -156,18 +160,24 @@ class ExpectationGate:
         """Build GX's HTML Data Docs from the stored validations; the index page's URL."""
         if self.project_dir is None:
             return None
-        with _LOCK:
-            context = _context(self.project_dir)
+        with self._lock:
+            context = self._gx_context()
             context.build_data_docs()
             sites = context.get_docs_sites_urls()
         return str(sites[0]["site_url"]) if sites else None
 
+    def _gx_context(self) -> Any:
+        if self._context is None:
+            self._context = _context(self.project_dir)
+        return self._context
+
     def _validation_definition(self) -> Any:
         if self._definition is not None:
             return self._definition
+        # Deferred: Great Expectations takes seconds to import; only a table with a suite pays it.
         import great_expectations as gx
 
-        context = _context(self.project_dir)
+        context = self._gx_context()
         source = context.data_sources.add_or_update_spark(name=DATASOURCE)
         asset_name = self.spec.name
         known = {asset.name: asset for asset in source.assets}
@@ -186,6 +196,7 @@ class ExpectationGate:
 
 def to_gx(expectation: ExpectationSpec) -> Any:
     """Build the Great Expectations expectation for one declared check."""
+    # Deferred: Great Expectations takes seconds to import; only a table with a suite pays it.
     import great_expectations.expectations as gxe
 
     meta = {"lakehouse_name": expectation.name, "action": expectation.action}
@@ -228,11 +239,9 @@ def _outcome(
 
 
 def _context(project_dir: Path | None) -> Any:
-    """One GX context per project directory (or one ephemeral), quiet, without progress bars."""
-    key = str(project_dir) if project_dir is not None else ""
-    if key in _CONTEXTS:
-        return _CONTEXTS[key]
+    """A GX context on the project directory (or an ephemeral one), quiet, without progress bars."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    # Deferred: Great Expectations takes seconds to import; only a table with a suite pays it.
     import great_expectations as gx
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
@@ -244,5 +253,4 @@ def _context(project_dir: Path | None) -> Any:
         project_dir.mkdir(parents=True, exist_ok=True)
         context = gx.get_context(mode="file", project_root_dir=str(project_dir))
     context.variables.progress_bars = ProgressBarsConfig(globally=False)
-    _CONTEXTS[key] = context
     return context

@@ -12,14 +12,9 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from quality.malformed import (
-    COPY_COLUMN,
-    ROW_HASH_COLUMN,
-    SOURCE_FILE_COLUMN,
-    rescued_summary,
-)
+from quality.malformed import COPY_COLUMN, ROW_HASH_COLUMN, rescued_summary
 from quality.quarantine import REASON_COLUMN, SOURCE_COLUMN
-from quality.records import FAULT_COLUMN, magic_codec, undecodable_reason
+from quality.records import FAULT_COLUMN, SOURCE_FILE_COLUMN, magic_codec, undecodable_reason
 from tables.errors import UnknownFieldsError
 from tables.identifiers import file_of_recorded_path, literal_path
 from tables.spec import RESCUED_COLUMN

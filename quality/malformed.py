@@ -20,6 +20,7 @@ not convert to its type.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pyspark.sql import Column, Window
@@ -46,6 +47,8 @@ from tables.spec import RESCUED_COLUMN
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.types import DataType
+
+    from tables.spec import TableSpec
 
 __all__ = ["CORRUPT_COLUMN", "FAULT_COLUMN", "RECORD_COLUMN", "SOURCE_FILE_COLUMN"]
 
@@ -291,24 +294,32 @@ def mark_duplicates(classified: DataFrame, schema: StructType, keys: tuple[str, 
     return marked.select(*classified.columns, COPY_COLUMN)
 
 
+@dataclass(frozen=True)
+class RecordFormat:
+    """How a batch's records were read: the format of their raw text and the reader's options.
+
+    A record that does not parse gets a reason naming its fault in that format.
+    """
+
+    raw_format: str | None = None
+    options: Mapping[str, str] | None = None
+
+
 def classify(
-    batch: DataFrame,
-    schema: StructType,
-    keys: tuple[str, ...],
-    raw_format: str | None = None,
-    options: Mapping[str, str] | None = None,
-    unknown_fields: str = "rescue",
-    sequence_by: str | None = None,
-    *,
-    keep_records: bool = False,
+    batch: DataFrame, spec: TableSpec, schema: StructType, read: RecordFormat | None = None
 ) -> DataFrame:
     """Classify every row of a batch: row-local reasons, then duplicates within the batch.
 
     With `sequence_by` (an upsert table), versions of a key with different sequence values are
     not duplicates: a copy or a conflict is a second row with the same key and sequence value.
     """
-    rows = classify_rows(batch, schema, keys, raw_format, options, unknown_fields, sequence_by)
+    read = read or RecordFormat()
+    keys, sequence_by = spec.keys, spec.sequence_by
+    rows = classify_rows(
+        batch, schema, keys, read.raw_format, read.options, spec.unknown_fields, sequence_by
+    )
     marked = mark_duplicates(rows, schema, keys if sequence_by is None else (*keys, sequence_by))
+    keep_records = any(e.action == "quarantine" for e in spec.expectations)
     if RECORD_COLUMN not in marked.columns or keep_records:
         return marked
     # Only a rejected row's exact text is kept (for its `_lh_raw`): a landed row holds its

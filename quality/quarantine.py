@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
-from quality.markers import batch_markers
-from tables.catalog import create_table, table_detail
+from quality.marker_names import batch_markers
+from tables.delta.table import create_table, table_detail
 from tables.faults import fault_during_write
 from tables.spec import (
     APP_ID_COLUMN,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from pyspark.sql import Column
@@ -37,8 +38,8 @@ from quality.rescue import (
     rescued_from,
     top_level_members,
 )
+from tables.engine.jvm import gateway_process
 from tables.faults import crash_reader, record_crash
-from tables.jvm import gateway_process
 from tables.record_rules import HEAD_CHARACTERS, RecordRules
 from tables.spec import RESCUED_COLUMN
 
@@ -62,15 +63,13 @@ _CRASH = "_lh_crash"
 _STEP_TYPE = StructType([StructField("rescued", StringType()), StructField("fault", StringType())])
 #: `from_json` options that make its parse strict JSON: Spark's defaults accept single quotes
 #: and NaN/Infinity, which docs/records.md quarantines as `not valid JSON`.
-STRICT_JSON = {
-    "mode": "PERMISSIVE",
-    "allowSingleQuotes": "false",
-    "allowNonNumericNumbers": "false",
-}
+STRICT_JSON = MappingProxyType(
+    {"mode": "PERMISSIVE", "allowSingleQuotes": "false", "allowNonNumericNumbers": "false"}
+)
 _TEMPORAL = (TimestampType, TimestampNTZType, DateType)
 #: `schema_of_variant` names of a JSON number.
 _NUMERIC_VARIANT = "^(?:TINYINT|SMALLINT|INT|BIGINT|DECIMAL|FLOAT|DOUBLE)"
-_UNIT_MICROS = {"seconds": 1_000_000, "milliseconds": 1_000, "microseconds": 1}
+_UNIT_MICROS = MappingProxyType({"seconds": 1_000_000, "milliseconds": 1_000, "microseconds": 1})
 #: Spark's timestamp range, 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999Z, in microseconds.
 _MIN_MICROS, _MAX_MICROS = -62_135_596_800_000_000, 253_402_300_799_999_999
 
@@ -78,15 +77,17 @@ INVALID_UTF8 = "invalid UTF-8: the record's exact bytes are in _lh_raw_bytes"
 UNDECODABLE_PREFIX = "undecodable file: "
 #: Magic numbers of compressed or binary formats, as hex: a file that starts with one and is read
 #: as plain text (Spark picks a codec by file extension only) is one undecodable file.
-MAGIC_NUMBERS = {
-    "1F8B": "gzip",
-    "425A68": "bzip2",
-    "28B52FFD": "zstd",
-    "FD377A585A00": "xz",
-    "04224D18": "lz4",
-    "FF060000734E61507059": "snappy",
-    "504B0304": "zip",
-}
+MAGIC_NUMBERS = MappingProxyType(
+    {
+        "1F8B": "gzip",
+        "425A68": "bzip2",
+        "28B52FFD": "zstd",
+        "FD377A585A00": "xz",
+        "04224D18": "lz4",
+        "FF060000734E61507059": "snappy",
+        "504B0304": "zip",
+    }
+)
 
 
 def reader_option(options: Mapping[str, str] | None, name: str) -> str | None:

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from tables.errors import ConfigError
 from tables.identifiers import shorten
 
-_OPENERS = {"<": ">", "(": ")", "[": "]"}
+_OPENERS = MappingProxyType({"<": ">", "(": ")", "[": "]"})
 _STRUCT = re.compile(r"\s*struct\s*<(.*)>\s*", re.IGNORECASE | re.DOTALL)
 _TYPE_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
+from urllib.parse import unquote
 
 from tables.errors import InvalidIdentifierError, KeyPath
 
@@ -182,7 +183,6 @@ def file_of_recorded_path(recorded: str) -> str:
     `%20` and a `%` is `%25`. Handed back to Spark as it is, it names a file that does not exist.
     Decoded once, it is the path Hadoop's `Path(String)` quotes again itself.
     """
-    from urllib.parse import unquote
 
     return unquote(recorded)
 

@@ -8,6 +8,7 @@ states the limits and what becomes of a record past them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Literal, get_args
 
 from tables.errors import ConfigError
@@ -27,7 +28,9 @@ MAX_RECORD_BYTES = 128 * MIB
 #: How much of a record past the limit is kept in quarantine (`_lh_raw`), in characters.
 HEAD_CHARACTERS = 1024
 
-_UNITS = {"B": 1, "KB": 1000, "KIB": 1024, "MB": 1000**2, "MIB": MIB, "GB": 1000**3, "GIB": 1024**3}
+_UNITS = MappingProxyType(
+    {"B": 1, "KB": 1000, "KIB": 1024, "MB": 1000**2, "MIB": MIB, "GB": 1000**3, "GIB": 1024**3}
+)
 
 
 @dataclass(frozen=True)

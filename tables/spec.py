@@ -13,23 +13,25 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, get_args
+
+from pyspark.sql.types import StructType
 
 from tables.ddl import parse_columns
 from tables.ddl_types import validate_type
 from tables.errors import ConfigError, KeyPath, first_line
 from tables.identifiers import case_collisions, shorten, validate_column_name, validate_table_name
 from tables.record_rules import RecordRules
-from tables.spec_rules import RESERVED_PREFIX as RESERVED_PREFIX
 from tables.spec_rules import (
     check_column,
     check_types,
     not_in_schema,
+    parse_interval,
     refusal,
     validate_expectation_params,
     validate_merge,
 )
-from tables.spec_rules import parse_interval as parse_interval
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -83,26 +85,29 @@ ExpectationAction = Literal["warn", "quarantine", "fail"]
 ExpectationCheck = Literal[
     "not_null", "unique", "between", "in_set", "regex", "column_exists", "column_type"
 ]
-_CHECK_PARAMS: Mapping[str, frozenset[str]] = {
-    "not_null": frozenset(),
-    "unique": frozenset(),
-    "between": frozenset({"min", "max"}),
-    "in_set": frozenset({"values"}),
-    "regex": frozenset({"pattern"}),
-    "column_exists": frozenset(),
-    "column_type": frozenset({"type"}),
-}
+_CHECK_PARAMS: Mapping[str, frozenset[str]] = MappingProxyType(
+    {
+        "not_null": frozenset(),
+        "unique": frozenset(),
+        "between": frozenset({"min", "max"}),
+        "in_set": frozenset({"values"}),
+        "regex": frozenset({"pattern"}),
+        "column_exists": frozenset(),
+        "column_type": frozenset({"type"}),
+    }
+)
 _SCHEMA_CHECKS = frozenset({"column_exists", "column_type"})
 
 #: Properties every target table gets unless its spec overrides them.
-DEFAULT_PROPERTIES: Mapping[str, str] = {
-    "delta.enableChangeDataFeed": "true",
-}
+DEFAULT_PROPERTIES: Mapping[str, str] = MappingProxyType(
+    {
+        "delta.enableChangeDataFeed": "true",
+    }
+)
 
 
 def parse_struct(ddl: str) -> StructType:
     """Parse a Spark DDL column list (`a STRING NOT NULL, b INT`) into a StructType."""
-    from pyspark.sql.types import StructType
 
     schema = StructType.fromDDL(ddl)
     if not isinstance(schema, StructType):
@@ -359,7 +364,6 @@ class TableSpec:
 
     def table_schema(self, spark: SparkSession) -> StructType:
         """The full target schema: lineage columns first, then the user columns, then rescued."""
-        from pyspark.sql.types import StructType
 
         lineage = parse_struct(LINEAGE_DDL)
         rescued = parse_struct(RESCUED_DDL)

@@ -12,7 +12,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from datetime import timedelta
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import types
 
 from tables.ddl import DdlColumn
 from tables.errors import ConfigError, KeyPath
@@ -26,7 +29,9 @@ RESERVED_PREFIX = "_lh_"
 _INTERVAL = re.compile(
     r"\s*(?:interval\s+)?(\d{1,12})\s+(week|day|hour|minute|second)s?\s*", re.I | re.ASCII
 )
-_UNIT_SECONDS = {"week": 604800, "day": 86400, "hour": 3600, "minute": 60, "second": 1}
+_UNIT_SECONDS = MappingProxyType(
+    {"week": 604800, "day": 86400, "hour": 3600, "minute": 60, "second": 1}
+)
 #: Types a time-window dedup column may have.
 _TIME_TYPES = frozenset({"TIMESTAMP", "TIMESTAMP_NTZ", "TIMESTAMP_LTZ", "DATE"})
 #: Types Delta cannot partition by, and types a MERGE cannot match keys on.
@@ -91,7 +96,6 @@ def check_column(owner: str, key: str, name: str) -> None:
 
 def spark_type_names() -> frozenset[str]:
     """The names of pyspark's data type classes (`StringType`, `DoubleType`, ...), pure Python."""
-    from pyspark.sql import types
 
     return frozenset(
         name

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from tables.catalog import ensure_table
-from tables.class_archive import ARCHIVE_ENV
+from tables.delta.provision import ensure_table
+from tables.engine.class_archive import ARCHIVE_ENV
 from tables.spec import TableSpec
 
 EVENT_DDL = "event_id STRING NOT NULL, user_id STRING, amount DOUBLE"
@@ -34,7 +34,7 @@ def spark(lakehouse_home: Path) -> Iterator[SparkSession]:
     """One local[2] Spark session with Delta, Kafka and the warehouse catalog; UI off."""
     from pyspark.sql.utils import is_remote
 
-    from tables.session import get_spark
+    from tables.engine.session import get_spark
 
     if is_remote():
         pytest.fail(

@@ -17,29 +17,23 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.processes import child_env
-from verify.crash_matrix import (
+from crash_matrix.__main__ import parse_args, settings_of
+from crash_matrix.harness import Harness
+from crash_matrix.kills import Timing, choose_kill, crash_actions, fault_cases
+from crash_matrix.plan import (
     ID_PATTERN,
     STATE_FILE,
     Figures,
-    Harness,
-    Interrupts,
     Ledger,
-    Timing,
     append_ledger,
-    choose_kill,
     compare,
-    crash_actions,
-    fault_cases,
-    group_alive,
-    parse_args,
     plan_files,
     read_ledger_file,
     record_id,
-    settings_of,
-    stop_stray_run,
     summary_line,
 )
+from crash_matrix.processes import Interrupts, group_alive, stop_stray_run
+from tests.support.processes import child_env
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -344,7 +338,7 @@ def test_quick_crash_matrix_stopped_and_resumed_lands_every_record_exactly_once(
     tmp_path: Path,
 ) -> None:
     work = tmp_path / "work"
-    harness = [sys.executable, "-m", "verify.crash_matrix", "--workdir", str(work)]
+    harness = [sys.executable, "-m", "crash_matrix", "--workdir", str(work)]
     first = subprocess.Popen(
         [*harness, "--quick"], cwd=REPO, env=child_env(), stdout=subprocess.PIPE, text=True
     )

@@ -1,10 +1,10 @@
 """App ids and their markers: listing them, and the explicit, recorded way to move one.
 
 Moving a marker is the operator's answer to a lost checkpoint or a re-ingestion. An app owns three
-markers per table (`quality.markers`: target, quarantine, audit record); a reset moves all three,
-each as a commit of a bare SetTransaction action (`tables.log.commit_markers`) with a ledger entry
-of kind `reset`. The target's commit goes first and names the markers, with the ones it must
-move and the version each of their tables was at; a reset cut short after it is found
+markers per table (`quality.marker_names`: target, quarantine, audit record); a reset moves all
+three, each as a commit of a bare SetTransaction action (`tables.delta.commits.commit_markers`) with
+a ledger entry of kind `reset`. The target's commit goes first and names the markers, with the ones
+it must move and the version each of their tables was at; a reset cut short after it is found
 (`pending_reset`) and finished by the next reset-app or ingest. A marker counts as moved when its
 table's log holds this reset's commit, not by where it stands: the first batch after a reset may
 write its rejected rows (moving the quarantine marker past the reset's batch) and crash before
@@ -19,22 +19,18 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pyspark.sql import SparkSession
 
-from quality.markers import Marker, batch_markers
-from tables.catalog import require_table, table_exists
+from quality.marker_names import Marker, batch_markers
+from tables.delta.commits import commit_markers
+from tables.delta.history import latest_ledger_entry, read_ledger, table_version
+from tables.delta.ledger import admin_metadata
+from tables.delta.markers import committed_batch, committed_batches
+from tables.delta.table import require_table, table_exists
 from tables.errors import ConfigError
 from tables.faults import fault_point
 from tables.identifiers import validate_app_id
-from tables.log import (
-    admin_metadata,
-    commit_markers,
-    latest_ledger_entry,
-    read_ledger,
-    table_version,
-)
-from tables.markers import committed_batch, committed_batches
 
 if TYPE_CHECKING:
-    from tables.log import LedgerEntry
+    from tables.delta.ledger import LedgerEntry
 
 ResetDirection = Literal["back", "forward", "same"]
 #: How many of the table's latest commits are searched for the app's latest ledger entry.

@@ -22,23 +22,23 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pyspark.sql import functions as F
 
-from ingest.commit import (
-    prepare_batch,
-    run_merge,
-    time_window,
-    with_lineage,
-)
+from ingest.commit.merge import INSERT_NEW, replace_clauses
+from ingest.commit.options import CommitOptions
+from ingest.commit.prepare import prepare_batch, time_window, with_lineage
 from ingest.commit.upsert import DELETE_COLUMN, plan_upsert, write_upsert_deletes
 from ingest.decisions import batch_scope, dedup_condition
 from ingest.isolation import recorded_culprits, without_culprits
 from ingest.sources import Source, recorded_source
 from quality.fates import landed_columns
 from quality.malformed import landable_rows
-from tables.catalog import require_table
+from tables.delta.commits import MergeStatement, merge_into
+from tables.delta.history import read_ledger
+from tables.delta.ledger import LedgerEntry, admin_metadata
+from tables.delta.table import require_table
+from tables.delta.writer import TableWriter
 from tables.errors import ConfigError, TerminalError
 from tables.faults import fault_point
 from tables.identifiers import validate_app_id
-from tables.log import LedgerEntry, admin_metadata, merge_into, read_ledger
 from tables.spec import APP_ID_COLUMN, BATCH_ID_COLUMN
 
 if TYPE_CHECKING:
@@ -139,22 +139,42 @@ def assert_sources_present(spark: SparkSession, plans: list[ReplayPlan]) -> None
         raise TerminalError(f"source data is gone, nothing was replayed: {listed}")
 
 
+@dataclass(frozen=True)
+class ReplayOptions:
+    """How batches are replayed: `replay` or `replace`, measured only (`dry_run`), through the
+    table's expectation `gate`."""
+
+    mode: ReplayMode = "replay"
+    dry_run: bool = False
+    gate: ExpectationGate | None = None
+
+
+@dataclass(frozen=True)
+class _Replayed:
+    """A replayed batch's plan, its rows to land and their counts."""
+
+    plan: ReplayPlan
+    rows: DataFrame
+    total: int
+    rejected: int
+
+
 def replay_batch(
-    spark: SparkSession,
-    spec: TableSpec,
-    plan: ReplayPlan,
-    *,
-    mode: ReplayMode = "replay",
-    dry_run: bool = False,
-    gate: ExpectationGate | None = None,
+    writer: TableWriter, plan: ReplayPlan, options: ReplayOptions | None = None
 ) -> ReplayResult:
     """Re-read one batch from its source and re-apply it (or measure it, if `dry_run`).
+
+    `writer` is the table's, for the app id of the batch (`TableWriter(spark, spec, app_id)`);
+    its commit clones carry over from batch to batch.
 
     An upsert table's batch is re-applied through the upsert's own MERGE: a version still newer
     than the table's lands again (a row deleted outside the pipeline comes back), others change
     nothing. `--replace` has no meaning there (rows belong to the key's newest version, not to a
     batch) and is refused.
     """
+    spark, spec = writer.spark, writer.spec
+    options = options or ReplayOptions()
+    mode, dry_run = options.mode, options.dry_run
     if spec.merge == "upsert" and mode == "replace":
         raise ConfigError(
             f"table {spec.name} is an upsert table: its rows follow the newest version of each "
@@ -166,16 +186,16 @@ def replay_batch(
     culprits = recorded_culprits(plan.recorded)  # isolated by its run: left out again
     frame = without_culprits(spark, frame, schema.fieldNames(), culprits)
     source = plan.source
-    prepared = prepare_batch(
-        spark, spec, schema, frame, source.raw_format, source.reader_options, gate
-    )
+    read = CommitOptions(raw_format=source.raw_format, reader_options=source.reader_options)
+    prepared = prepare_batch(spec, schema, frame, replace(read, gate=options.gate))
     try:
         stats = prepared.stats
         rows = prepared.rows.filter(landable_rows()).select(*landed_columns(schema, prepared.rows))
         total = stats.rows - stats.rows_rejected - stats.rows_copies
         rejected = stats.rows_rejected
+        replayed = _Replayed(plan, rows, total, rejected)
         if spec.merge == "upsert":
-            return _apply_upsert(spark, spec, plan, schema, rows, total, rejected, dry_run)
+            return _apply_upsert(writer, replayed, schema, dry_run)
         if dry_run:
             present = _rows_present(spark, spec, app_id, plan.batch_id, rows)
             return ReplayResult(
@@ -184,7 +204,7 @@ def replay_batch(
         condition = dedup_condition(
             spec.dedup, spec.keys, app_id, plan.batch_id, time_window(spec, schema, stats)
         )
-        return _apply(spark, spec, plan, rows, total, rejected, mode, condition)
+        return _apply(writer, replayed, mode, condition)
     finally:
         prepared.classified.unpersist()
 
@@ -199,15 +219,10 @@ def _rows_present(
 
 
 def _apply(
-    spark: SparkSession,
-    spec: TableSpec,
-    plan: ReplayPlan,
-    rows: DataFrame,
-    total: int,
-    rejected: int,
-    mode: ReplayMode,
-    condition: str,
+    writer: TableWriter, replayed: _Replayed, mode: ReplayMode, condition: str
 ) -> ReplayResult:
+    spark, spec = writer.spark, writer.spec
+    plan, rows, total, rejected = replayed.plan, replayed.rows, replayed.total, replayed.rejected
     app_id, batch_id = plan.entry.meta.app_id, plan.batch_id
     meta = replace(
         admin_metadata(app_id, batch_id, mode, dict(plan.entry.meta.source)),
@@ -216,9 +231,10 @@ def _apply(
         content_hash=plan.entry.meta.content_hash,
     )
     source = with_lineage(rows, app_id, batch_id, datetime.now(UTC))
-    scope = batch_scope(app_id, batch_id) if mode == "replace" else None
+    clauses = replace_clauses(batch_scope(app_id, batch_id)) if mode == "replace" else [INSERT_NEW]
     fault_point("before_write", batch_id)
-    metrics = run_merge(spark, spec.name, source, condition, meta, replace_scope=scope)
+    merge = MergeStatement(spec.name, source, condition, clauses, meta)
+    metrics = merge_into(merge, writer.clones)
     fault_point("after_commit", batch_id)
     metrics = metrics or {}
     inserted = metrics.get("num_inserted_rows", 0)
@@ -241,16 +257,11 @@ def _version_of(spark: SparkSession, spec: TableSpec, app_id: str, token: str) -
 
 
 def _apply_upsert(
-    spark: SparkSession,
-    spec: TableSpec,
-    plan: ReplayPlan,
-    schema: StructType,
-    rows: DataFrame,
-    total: int,
-    rejected: int,
-    dry_run: bool,
+    writer: TableWriter, replayed: _Replayed, schema: StructType, dry_run: bool
 ) -> ReplayResult:
     """Re-apply an upsert batch's versions: the newest-wins MERGE, no txn markers."""
+    spark, spec = writer.spark, writer.spec
+    plan, rows, total, rejected = replayed.plan, replayed.rows, replayed.total, replayed.rejected
     app_id, batch_id = plan.entry.meta.app_id, plan.batch_id
     upsert = plan_upsert(spark, spec, schema, rows, total)
     if dry_run:
@@ -273,9 +284,9 @@ def _apply_upsert(
         upsert=upsert.counts,
     )
     source = with_lineage(upsert.source, app_id, batch_id, datetime.now(UTC))
-    on, clauses = write_upsert_deletes(spark, spec, schema, source, upsert.counts["deletes"])
+    on, clauses = write_upsert_deletes(writer, schema, source, upsert.counts["deletes"])
     fault_point("before_write", batch_id)
-    metrics = merge_into(spark, spec.name, source, on, clauses, meta)
+    metrics = merge_into(MergeStatement(spec.name, source, on, clauses, meta), writer.clones)
     fault_point("after_commit", batch_id)
     metrics = metrics or {}
     inserted = metrics.get("num_inserted_rows", 0)

@@ -22,10 +22,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from quality.audit import audit_table
-from quality.markers import batch_markers
-from tables.catalog import require_table, table_exists
-from tables.log import LedgerEntry, history_rows, ledger_entry_from_history
-from tables.markers import committed_batches
+from quality.marker_names import batch_markers
+from tables.delta.history import history_rows
+from tables.delta.ledger import LedgerEntry, ledger_entry_from_history
+from tables.delta.markers import committed_batches
+from tables.delta.table import require_table, table_exists
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -5,7 +5,3 @@ check, sql); `admin` the operator commands (replay, vacuum, optimize, apps, rese
 `deploy` serve and job-script; `common` the error contract and options they share; `output`
 the table, JSON and CSV renderings.
 """
-
-from ingest.cli.commands import app, main
-
-__all__ = ["app", "main"]

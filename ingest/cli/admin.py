@@ -15,6 +15,7 @@ from ingest.cli.common import (
     EXIT_TERMINAL,
     ConfigOption,
     FormatOption,
+    WideOption,
     emit,
     err,
     handle_errors,
@@ -26,7 +27,7 @@ from tables.identifiers import validate_app_id, validate_column_name, validate_t
 
 if TYPE_CHECKING:
     from ingest.admin.replay import ReplayMode, ReplayResult
-    from tables.maintenance import VacuumReport
+    from tables.delta.maintenance import VacuumReport
 
 TableArgument = Annotated[str, typer.Argument(help="Table name.")]
 YesOption = Annotated[bool, typer.Option("--yes", "-y", help="Answer yes to the confirmation.")]
@@ -34,6 +35,7 @@ YesOption = Annotated[bool, typer.Option("--yes", "-y", help="Answer yes to the 
 
 @handle_errors
 def replay(
+    context: typer.Context,
     table: TableArgument,
     app_id: Annotated[str, typer.Option("--app-id", help="App id whose batches to replay.")],
     from_batch: Annotated[int, typer.Option("--from-batch", min=0, help="First batch id.")],
@@ -46,6 +48,7 @@ def replay(
     ] = False,
     yes: YesOption = False,
     format: FormatOption = OutputFormat.table,
+    wide: WideOption = False,
     config: ConfigOption = None,
 ) -> None:
     """Re-apply committed batches from the source files their ledger entries name.
@@ -56,8 +59,15 @@ def replay(
     are applied again, newest wins (--replace does not apply). If any batch's files are gone,
     nothing is written and the error names the batches and files.
     """
-    from ingest.admin.replay import assert_sources_present, plan_replay, replay_batch
+    # Deferred: Spark and the tables load when a command runs (`lakehouse --help` stays quick).
+    from ingest.admin.replay import (
+        ReplayOptions,
+        assert_sources_present,
+        plan_replay,
+        replay_batch,
+    )
     from quality.expectations import ExpectationGate
+    from tables.delta.writer import TableWriter
 
     validate_table_name(table)
     validate_app_id(app_id)
@@ -67,7 +77,7 @@ def replay(
         (p.source for p in cfg.pipelines.values() if p.table == table and p.app_id == app_id),
         None,
     )
-    spark = spark_for(cfg)
+    spark = spark_for(cfg, context)
     plans = plan_replay(spark, spec, app_id, from_batch, to_batch, source)
     assert_sources_present(spark, plans)
     if replace and not dry_run and not yes:
@@ -83,8 +93,10 @@ def replay(
     with Progress(*columns, console=err, transient=True) as progress:
         task = progress.add_task("replaying batches", total=len(plans))
         mode: ReplayMode = "replace" if replace else "replay"
+        options = ReplayOptions(mode=mode, dry_run=dry_run, gate=gate)
+        writer = TableWriter(spark, spec, app_id)
         for plan in plans:
-            results.append(replay_batch(spark, spec, plan, mode=mode, dry_run=dry_run, gate=gate))
+            results.append(replay_batch(writer, plan, options))
             progress.advance(task)
     rows = [
         {
@@ -99,11 +111,12 @@ def replay(
         for r in results
     ]
     title = f"{'dry run: ' if dry_run else ''}{'replace' if replace else 'replay'} of {app_id}"
-    emit(render(rows, format, title=title))
+    emit(render(rows, format, wide=wide, title=title))
 
 
 @handle_errors
 def vacuum(
+    context: typer.Context,
     table: TableArgument,
     retain_hours: Annotated[
         int | None,
@@ -124,12 +137,13 @@ def vacuum(
     retention (7 days by default) unless --force is given and confirmed. Lists the files and
     bytes it removes; --dry-run lists them and removes nothing.
     """
-    from tables.maintenance import vacuum as run_vacuum
+    # Deferred: Spark and the tables load when a command runs (`lakehouse --help` stays quick).
+    from tables.delta.maintenance import vacuum as run_vacuum
 
     validate_table_name(table)
     cfg = load_config(config, required=False)
     window = cfg.tables[table].replay_window if table in cfg.tables else cfg.replay_window
-    spark = spark_for(cfg)
+    spark = spark_for(cfg, context)
 
     def confirm(report: VacuumReport) -> None:
         if force and not dry_run and not yes and report.files:
@@ -160,6 +174,7 @@ def vacuum(
 
 @handle_errors
 def optimize(
+    context: typer.Context,
     table: TableArgument,
     zorder_by: Annotated[
         list[str] | None,
@@ -171,11 +186,12 @@ def optimize(
 
     Rows, markers and the ledger are untouched: OPTIMIZE rewrites files, not data.
     """
-    from tables.maintenance import optimize as run_optimize
+    # Deferred: Spark and the tables load when a command runs (`lakehouse --help` stays quick).
+    from tables.delta.maintenance import optimize as run_optimize
 
     validate_table_name(table)
     columns = [validate_column_name(c) for c in zorder_by or []]
-    spark = spark_for(load_config(config, required=False))
+    spark = spark_for(load_config(config, required=False), context)
     with err.status(f"optimizing {table}…"):
         report = run_optimize(spark, table, columns)
     emit(
@@ -187,21 +203,29 @@ def optimize(
 
 @handle_errors
 def apps(
+    context: typer.Context,
     table: TableArgument,
     format: FormatOption = OutputFormat.table,
+    wide: WideOption = False,
     config: ConfigOption = None,
 ) -> None:
     """List the app ids that commit into a table, with the last batch each has committed."""
+    # Deferred: Spark and the tables load when a command runs (`lakehouse --help` stays quick).
     from ingest.admin.apps import list_apps
 
     validate_table_name(table)
-    spark = spark_for(load_config(config, required=False))
+    spark = spark_for(load_config(config, required=False), context)
     rows = [a.as_row() for a in list_apps(spark, table)]
-    emit(render(rows, format, title=f"apps of {table}") if rows else "no app has committed")
+    emit(
+        render(rows, format, wide=wide, title=f"apps of {table}")
+        if rows
+        else "no app has committed"
+    )
 
 
 @handle_errors
 def reset_app(
+    context: typer.Context,
     table: TableArgument,
     app_id: Annotated[str, typer.Option("--app-id", help="App id whose marker to move.")],
     to_batch: Annotated[
@@ -221,6 +245,7 @@ def reset_app(
     short is reported and finished first. Moving back re-admits batches (their rows may land
     again if read again); moving forward skips batches and needs --force.
     """
+    # Deferred: Spark and the tables load when a command runs (`lakehouse --help` stays quick).
     from ingest.admin.apps import (
         finish_reset,
         pending_reset,
@@ -228,12 +253,12 @@ def reset_app(
         validate_reset_target,
     )
     from ingest.admin.apps import reset_app as run_reset
-    from tables.markers import committed_batch
+    from tables.delta.markers import committed_batch
 
     validate_table_name(table)
     validate_app_id(app_id)
     validate_reset_target(to_batch)
-    spark = spark_for(load_config(config, required=False))
+    spark = spark_for(load_config(config, required=False), context)
     pending = pending_reset(spark, table, app_id)
     if pending is not None:
         err.print(f"{pending.describe()}; finishing it")
@@ -260,11 +285,13 @@ def reset_app(
 
 @handle_errors
 def verify(
+    context: typer.Context,
     table: Annotated[str, typer.Argument(help="Table declared in the config.")],
     app_id: Annotated[
         str | None, typer.Option("--app-id", help="Check this app id only (default: all).")
     ] = None,
     format: FormatOption = OutputFormat.table,
+    wide: WideOption = False,
     config: ConfigOption = None,
 ) -> None:
     """Prove exactly-once from the table's log and tables alone; exit 1 on any finding.
@@ -274,6 +301,7 @@ def verify(
     the ledger, that no record key appears twice, and that the quarantine and audit markers
     agree with the target's. Reads only: nothing is written.
     """
+    # Deferred: Spark and the tables load when a command runs (`lakehouse --help` stays quick).
     from ingest.admin.verify import verify_table
 
     validate_table_name(table)
@@ -281,13 +309,20 @@ def verify(
         validate_app_id(app_id)
     cfg = load_config(config)
     spec = cfg.table(table)
-    spark = spark_for(cfg)
+    spark = spark_for(cfg, context)
     with err.status(f"verifying {table} from its log and tables…"):
         verdict = verify_table(spark, spec, app_id)
     for note in verdict.notes:
         err.print(f"note: {note}", markup=False, soft_wrap=True)
     if verdict.findings:
-        emit(render([f.as_row() for f in verdict.findings], format, title=f"findings in {table}"))
+        emit(
+            render(
+                [f.as_row() for f in verdict.findings],
+                format,
+                wide=wide,
+                title=f"findings in {table}",
+            )
+        )
     summary = (
         f"{table}: {verdict.apps} app id(s), {verdict.batches} batch(es) checked, "
         f"{len(verdict.findings)} finding(s)"

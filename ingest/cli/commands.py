@@ -20,13 +20,15 @@ from ingest.cli.common import (
     EXIT_TERMINAL,
     ConfigOption,
     FormatOption,
+    Invocation,
+    WideOption,
     emit,
     err,
     handle_errors,
     spark_for,
 )
-from ingest.cli.common import remote as common_remote
 from ingest.cli.output import OutputFormat, render
+from ingest.cli.views import history_view
 from ingest.config import load_config
 from ingest.stopping import quiet_py4j
 from tables.errors import ConfigError, QueryError, error_summary
@@ -44,6 +46,7 @@ app = typer.Typer(
 
 @app.callback()
 def _main(
+    context: typer.Context,
     remote: Annotated[
         str | None,
         typer.Option(
@@ -56,7 +59,8 @@ def _main(
     ] = None,
 ) -> None:
     """Land streams in Delta Lake tables exactly once, and operate those tables."""
-    common_remote.url = remote
+    context.obj = Invocation(remote=remote)
+    # Deferred: Spark and the tables load when a command runs (`lakehouse --help` stays quick).
     from pyspark.logger import PySparkLogger
 
     # PySpark logs every failed query's context at ERROR on stderr; the CLI reports the error
@@ -71,19 +75,22 @@ app.command()(cli_ingest.ingest)
 @app.command()
 @handle_errors
 def status(
+    context: typer.Context,
     table: Annotated[str, typer.Argument(help="Table name.")],
     format: FormatOption = OutputFormat.table,
+    wide: WideOption = False,
     config: ConfigOption = None,
 ) -> None:
     """Show a table's state: version, size, files, rows, and each app's last committed batch."""
-    from tables.catalog import table_detail, table_exists
+    # Deferred: Spark and the tables load when a command runs (`lakehouse --help` stays quick).
+    from tables.delta.history import table_version
+    from tables.delta.markers import committed_batches
+    from tables.delta.table import table_detail, table_exists
     from tables.identifiers import validate_table_name
-    from tables.log import table_version
-    from tables.markers import committed_batches
     from tables.spec import quarantine_table_name
 
     validate_table_name(table)
-    spark = spark_for(load_config(config, required=False))
+    spark = spark_for(load_config(config, required=False), context)
     detail = table_detail(spark, table)
     quarantine = quarantine_table_name(table)
     row: dict[str, Any] = {
@@ -103,44 +110,57 @@ def status(
     }
     if format is OutputFormat.table:
         pairs = [{"field": k, "value": v} for k, v in row.items()]
-        emit(render(pairs, format, title=f"status of {table}"))
+        emit(render(pairs, format, wide=wide, title=f"status of {table}"))
     else:
-        emit(render([row], format))
+        emit(render([row], format, wide=wide))
 
 
 @app.command()
 @handle_errors
 def history(
+    context: typer.Context,
     table: Annotated[str, typer.Argument(help="Table name.")],
     app_id: Annotated[str | None, typer.Option(help="Only batches of this app id.")] = None,
     limit: Annotated[
         int | None, typer.Option(min=1, help="Look at the last N commits only.")
     ] = None,
     format: FormatOption = OutputFormat.table,
+    wide: WideOption = False,
     config: ConfigOption = None,
 ) -> None:
     """Show the per-batch ledger the table's log holds, newest first.
 
     One row per committed batch: app id, batch id, table version, rows read / inserted / already
     present / duplicated in the batch / quarantined, the source, the content hash and the time.
+    The table view fits the terminal with the counts of the table's kind; --wide or -f json
+    shows every column.
     """
+    # Deferred: Spark and the tables load when a command runs (`lakehouse --help` stays quick).
+    from tables.delta.history import read_ledger
     from tables.identifiers import validate_app_id, validate_table_name
-    from tables.log import read_ledger
 
     validate_table_name(table)
     if app_id is not None:
         validate_app_id(app_id)
-    spark = spark_for(load_config(config, required=False))
-    rows = [e.as_row() for e in read_ledger(spark, table, app_id=app_id, limit=limit)]
-    emit(render(rows, format, title=f"ledger of {table}") if rows else "no batches committed")
+    spark = spark_for(load_config(config, required=False), context)
+    entries = read_ledger(spark, table, app_id=app_id, limit=limit)
+    if not entries:
+        emit("no batches committed")
+        return
+    rows = [e.as_row() for e in entries]
+    view, shared_app = history_view(rows, upsert=any(e.meta.upsert is not None for e in entries))
+    title = f"ledger of {table}" + (f", app {shared_app}" if shared_app is not None else "")
+    emit(render(rows, format, title=title, view=view, wide=wide))
 
 
 @app.command()
 @handle_errors
 def quality(
+    context: typer.Context,
     table: Annotated[str, typer.Argument(help="Table name.")],
     limit: Annotated[int, typer.Option(min=1, help="Show the last N outcomes.")] = 20,
     format: FormatOption = OutputFormat.table,
+    wide: WideOption = False,
     config: ConfigOption = None,
 ) -> None:
     """Show the latest audit and expectation outcomes recorded for a table, newest first.
@@ -148,16 +168,21 @@ def quality(
     They live in the `lakehouse_quality` table, which analysts can query by name. Where
     Great Expectations' Data Docs have been built, their index page is printed too.
     """
-    from quality.results import recent_results
-    from tables.catalog import require_table
+    # Deferred: Spark and the tables load when a command runs (`lakehouse --help` stays quick).
+    from quality.check_results import recent_results
+    from tables.delta.table import require_table
     from tables.identifiers import validate_table_name
 
     validate_table_name(table)
     cfg = load_config(config, required=False)
-    spark = spark_for(cfg)
+    spark = spark_for(cfg, context)
     require_table(spark, table)
     rows = recent_results(spark, table, limit)
-    emit(render(rows, format, title=f"quality of {table}") if rows else "no audit recorded")
+    emit(
+        render(rows, format, wide=wide, title=f"quality of {table}")
+        if rows
+        else "no audit recorded"
+    )
     docs = cfg.home / "gx" / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
     if docs.exists():
         err.print(f"data docs: {docs.resolve().as_uri()}")
@@ -166,6 +191,7 @@ def quality(
 @app.command()
 @handle_errors
 def check(
+    context: typer.Context,
     table: Annotated[str, typer.Argument(help="Table declared in the config.")],
     full: Annotated[
         bool, typer.Option("--full", help="Audit every record key of the table.")
@@ -178,6 +204,7 @@ def check(
         bool, typer.Option("--yes", "-y", help="Answer yes to the --repair question.")
     ] = False,
     format: FormatOption = OutputFormat.table,
+    wide: WideOption = False,
     config: ConfigOption = None,
 ) -> None:
     """Run the duplicate-record-key audit over the whole table and record the outcome.
@@ -186,8 +213,10 @@ def check(
     the first-landed copy of each key stays and the others are deleted in one commit that the
     ledger records; a passing check or a repair releases a table its `fail` policy held.
     """
+    # Deferred: Spark and the tables load when a command runs (`lakehouse --help` stays quick).
     from quality.audit import audit_table, repair_duplicates
-    from quality.results import record
+    from quality.check_results import record
+    from tables.engine.clones import SessionClones
     from tables.identifiers import validate_table_name
 
     validate_table_name(table)
@@ -195,7 +224,7 @@ def check(
         raise ConfigError("check needs --full: it audits every record key of the table")
     cfg = load_config(config)
     spec = cfg.table(table)
-    spark = spark_for(cfg)
+    spark = spark_for(cfg, context)
     with err.status(f"auditing every record key of {table}…"):
         result = audit_table(spark, spec)
     results = [result]
@@ -208,9 +237,9 @@ def check(
                 err=True,
             )
         with err.status(f"deleting later copies of {result.failing_keys} key(s) in {table}…"):
-            results.append(repair_duplicates(spark, spec, result))
+            results.append(repair_duplicates(spark, spec, result, SessionClones()))
     record(spark, results, txn=None)
-    emit(render([r.as_row() for r in results], format, title=f"full audit of {table}"))
+    emit(render([r.as_row() for r in results], format, wide=wide, title=f"full audit of {table}"))
     if results[-1].status == "failed":
         raise typer.Exit(EXIT_TERMINAL)
 
@@ -218,6 +247,7 @@ def check(
 @app.command()
 @handle_errors
 def sql(
+    context: typer.Context,
     query: Annotated[str, typer.Argument(help="A Spark SQL statement; tables by name.")],
     limit: Annotated[int, typer.Option(min=1, help="Print at most this many rows.")] = 1000,
     allow_writes: Annotated[
@@ -230,6 +260,7 @@ def sql(
         bool, typer.Option("--yes", "-y", help="Answer yes to the --allow-writes confirmation.")
     ] = False,
     format: FormatOption = OutputFormat.table,
+    wide: WideOption = False,
     config: ConfigOption = None,
 ) -> None:
     """Run one SQL statement against the lakehouse catalog and print its result.
@@ -240,10 +271,11 @@ def sql(
     rule as `lakehouse serve`. --allow-writes runs a refused statement after a confirmation
     (--yes answers it); writes made this way are not in the ledger.
     """
-    from tables.readonly import run_statement
-    from tables.warehouse import register_all
+    # Deferred: Spark and the tables load when a command runs (`lakehouse --help` stays quick).
+    from tables.delta.warehouse import register_all
+    from tables.engine.readonly import run_statement
 
-    spark = spark_for(load_config(config, required=False))
+    spark = spark_for(load_config(config, required=False), context)
     register_all(spark)
     try:
         frame = run_statement(
@@ -258,7 +290,7 @@ def sql(
         if type(exc).__module__.startswith("pyspark"):
             raise QueryError(f"SQL failed: {error_summary(exc)}") from exc
         raise
-    emit(render(rows, format, columns=names) if names else "OK")
+    emit(render(rows, format, wide=wide, columns=names) if names else "OK")
 
 
 for command in (

@@ -39,6 +39,10 @@ ConfigOption = Annotated[
 FormatOption = Annotated[
     OutputFormat, typer.Option("--format", "-f", help="Output format: table, json or csv.")
 ]
+WideOption = Annotated[
+    bool,
+    typer.Option("--wide", help="Table format: every column, by its full name, however wide."),
+]
 
 
 def handle_errors(func: Callable[P, R]) -> Callable[P, R]:
@@ -72,27 +76,33 @@ def handle_errors(func: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
-@dataclass
-class Remote:
-    """The Spark Connect server the commands run through (`--remote`, `LAKEHOUSE_REMOTE`)."""
+@dataclass(frozen=True)
+class Invocation:
+    """What the `lakehouse` callback learns for the command it runs: the Spark Connect server
+    (`--remote`, `LAKEHOUSE_REMOTE`). Kept in the command's click context, not in a module."""
 
-    url: str | None = None
-
-
-remote = Remote()
+    remote: str | None = None
 
 
-def spark_for(config: LakehouseConfig) -> SparkSession:
+def remote_url(context: typer.Context) -> str | None:
+    """The `--remote` server of the command `context` runs, if any."""
+    found = context.find_root().obj
+    return found.remote if isinstance(found, Invocation) else None
+
+
+def spark_for(config: LakehouseConfig, context: typer.Context) -> SparkSession:
     """The Spark session for the config's lakehouse home, with a spinner.
 
     Started here (or found, under spark-submit and on Databricks), or a Spark Connect session on
     the server `--remote` names.
     """
-    from tables.session import connect_session, get_spark
+    # Deferred: Spark and the tables load when a command runs (`lakehouse --help` stays quick).
+    from tables.engine.session import connect_session, get_spark
 
-    if remote.url:
-        with err.status(f"connecting to {remote.url}…"):
-            return connect_session(remote.url, config.home)
+    url = remote_url(context)
+    if url:
+        with err.status(f"connecting to {url}…"):
+            return connect_session(url, config.home)
     kafka = any(p.source.needs_kafka for p in config.pipelines.values())
     with err.status("starting Spark…"):
         return get_spark(config.home, kafka=kafka, catalog=config.catalog)

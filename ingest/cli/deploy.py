@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import shlex
 import signal
 import socket
 import threading
@@ -10,9 +11,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ingest.cli.common import ConfigOption, emit, err, handle_errors, remote
+from ingest.cli.common import ConfigOption, emit, err, handle_errors, remote_url
 from ingest.config import load_config
-from ingest.job import submit_command
 from ingest.serve import (
     DEFAULT_CONNECT_PORT,
     DEFAULT_HOST,
@@ -23,6 +23,7 @@ from ingest.serve import (
     run_server,
     start_connect_server,
 )
+from ingest.submit import submit_command
 from tables.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -54,6 +55,7 @@ def is_loopback(host: str) -> bool:
 
 @handle_errors
 def serve(
+    context: typer.Context,
     host: Annotated[
         str, typer.Option(help="Address to listen on; loopback unless you mean otherwise.")
     ] = DEFAULT_HOST,
@@ -79,7 +81,7 @@ def serve(
     --remote sc://HOST:PORT ...`, get Spark sessions over the same home. Tables created after
     the start are found within seconds.
     """
-    if remote.url:
+    if remote_url(context):
         raise ConfigError("serve starts the servers itself: run it without --remote")
     options = ServeOptions(host=host, port=port, allow_writes=allow_writes)
     cfg = load_config(config, required=False)
@@ -103,7 +105,8 @@ def serve(
         if not 0 < connect_port < 65536:
             raise ConfigError(f"--connect-port must be between 1 and 65535, got {connect_port}")
         assert_port_free(host, connect_port, "--connect-port (or --no-connect)")
-    from tables.session import get_spark
+    # Deferred: Spark and the tables load when a command runs (`lakehouse --help` stays quick).
+    from tables.engine.session import get_spark
 
     stop = threading.Event()
 
@@ -176,6 +179,4 @@ def job_script(
     The job script ships in the package; it builds the submitted driver's session with the
     config's home, catalog and warehouse, so each run finds the tables of the run before.
     """
-    import shlex
-
     emit(shlex.join(submit_command(master, arguments or ["ingest", "-c", "lakehouse.toml"])))

@@ -9,65 +9,42 @@ progress bar (`ingest.observe.progress`); elsewhere it prints nothing more than 
 from __future__ import annotations
 
 import signal
-from collections.abc import Callable
 from contextlib import ExitStack
-from typing import TYPE_CHECKING, Annotated, Protocol
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ingest.cli.common import ConfigOption, emit, err, handle_errors, spark_for
 from ingest.config import assert_pipeline_ready, load_config
+from ingest.observe.observer import Observers, RunObserver
 from ingest.stopping import exit_code
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from ingest.commit import BatchResult
+    from ingest.commit.batch_result import BatchResult
     from ingest.config import PipelineSpec
     from ingest.observe.metrics import BatchMetrics
     from ingest.runner import RunReport
-    from quality.results import CheckResult
+    from quality.check_results import CheckResult
     from tables.spec import TableSpec
 
 
-class BatchObserver(Protocol):
-    """What watches a run's batches: the batch log, the metrics, the progress bar."""
+class _Console(RunObserver):
+    """The stderr lines of a run: each batch as it commits, each failed or repaired check."""
 
-    def settled(self, result: BatchResult) -> None:
-        """A batch whose audit settled."""
+    def committed(self, result: BatchResult) -> None:
+        """Say how a batch landed."""
+        _show(result)
 
-    def failed(self, batch_id: int, error: BaseException) -> None:
-        """A batch that failed."""
-
-
-class Observers:
-    """Hands each batch to every observer; one that fails is reported once and never fails it."""
-
-    def __init__(self) -> None:
-        self.observers: list[BatchObserver] = []
-        self._broken: set[int] = set()
-
-    def settled(self, result: BatchResult) -> None:
-        """Tell every observer of a settled batch."""
-        for observer in self.observers:
-            self._call(observer, lambda o: o.settled(result))
-
-    def failed(self, batch_id: int, error: BaseException) -> None:
-        """Tell every observer of a failed batch."""
-        for observer in self.observers:
-            self._call(observer, lambda o: o.failed(batch_id, error))
-
-    def _call(self, observer: BatchObserver, call: Callable[[BatchObserver], None]) -> None:
-        try:
-            call(observer)
-        except Exception as exc:
-            if id(observer) not in self._broken:
-                err.print(f"warning: {type(observer).__name__} failed ({exc}); going on")
-            self._broken.add(id(observer))
+    def audited(self, audit: CheckResult) -> None:
+        """Say what a failed or repaired check found."""
+        _warn(audit)
 
 
 @handle_errors
 def ingest(
+    context: typer.Context,
     pipeline: Annotated[
         str | None, typer.Argument(help="Pipeline name (optional when only one is declared).")
     ] = None,
@@ -103,8 +80,9 @@ def ingest(
     ranges the table's ledger records (--resume-from-log), with no gap and no duplicate. Each
     batch appends a JSON line to <home>/logs/batches.jsonl.
     """
+    # Deferred: Spark and the tables load when a command runs (`lakehouse --help` stays quick).
     from ingest.observe.batch_log import BATCH_LOG, BatchLog
-    from ingest.runner import run_pipeline
+    from ingest.runner import RunOptions, run_pipeline
     from ingest.triggers import is_available_now
     from tables.identifiers import validate_pipeline_name
 
@@ -114,8 +92,9 @@ def ingest(
     spec_pipeline = cfg.pipeline(pipeline)
     spec = cfg.table(spec_pipeline.table)
     assert_pipeline_ready(spec_pipeline, trigger)
-    spark = spark_for(cfg)
-    observers = Observers()
+    spark = spark_for(cfg, context)
+    observers = Observers(err.print)
+    observers.observers.append(_Console())
     observers.observers.append(
         BatchLog(cfg.home / BATCH_LOG, spec.name, spec_pipeline.app_id, spark=spark, warn=err.print)
     )
@@ -135,18 +114,8 @@ def ingest(
             observers.observers.append(stack.enter_context(progress))
         else:
             stack.enter_context(err.status(f"{description}…"))
-        report = run_pipeline(
-            spark,
-            spec_pipeline,
-            spec,
-            trigger=trigger,
-            on_batch=_show,
-            on_audit=_warn,
-            quality_dir=cfg.home / "gx",
-            resume_from_log=resume_from_log,
-            on_settled=observers.settled,
-            on_failed=observers.failed,
-        )
+        options = RunOptions(trigger, cfg.home / "gx", resume_from_log)
+        report = run_pipeline(spark, spec_pipeline, spec, options, observers)
     if report.finished_reset:
         err.print(f"{report.finished_reset}; finished it before the run")
     if report.removed_temp_files:
@@ -176,11 +145,12 @@ def ingest(
 
 def _metrics(spark: SparkSession, pipeline: PipelineSpec, spec: TableSpec) -> BatchMetrics:
     """The run's metrics, their gauges set from the table as it is (one count of quarantine)."""
+    # Deferred: Spark and the tables load when a command runs (`lakehouse --help` stays quick).
     from pyspark.sql import functions as F
 
     from ingest.observe.metrics import BatchMetrics
-    from tables.catalog import table_exists
-    from tables.markers import committed_batch
+    from tables.delta.markers import committed_batch
+    from tables.delta.table import table_exists
     from tables.spec import APP_ID_COLUMN
 
     metrics = BatchMetrics(spec.name, pipeline.app_id)

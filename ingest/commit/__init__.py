@@ -23,35 +23,25 @@ Protocol (docs/DESIGN.md walks through it and its failure modes):
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
 from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from ingest.commit.highwater import high_water, raise_high_water
-from ingest.commit.merge import TXN_APP_ID_CONF as TXN_APP_ID_CONF
-from ingest.commit.merge import TXN_VERSION_CONF as TXN_VERSION_CONF
-from ingest.commit.merge import error_kind_of as error_kind_of
-from ingest.commit.merge import run_merge as run_merge
-from ingest.commit.merge import write_with_retries
-from ingest.commit.prepare import READER_COLUMNS as READER_COLUMNS
-from ingest.commit.prepare import BatchStats as BatchStats
-from ingest.commit.prepare import PreparedBatch as PreparedBatch
-from ingest.commit.prepare import assert_batch_schema as assert_batch_schema
-from ingest.commit.prepare import batch_stats as batch_stats
-from ingest.commit.prepare import files_source as files_source
-from ingest.commit.prepare import prepare_batch as prepare_batch
-from ingest.commit.prepare import time_window as time_window
-from ingest.commit.prepare import with_gate_reasons as with_gate_reasons
-from ingest.commit.prepare import with_lineage as with_lineage
-from ingest.commit.result import BatchResult as BatchResult
-from ingest.commit.result import BatchStatus as BatchStatus
-from ingest.commit.result import result_from_entry as result_from_entry
+from ingest.commit.batch_result import BatchResult
+from ingest.commit.merge import BatchWrite, write_with_retries
+from ingest.commit.options import CommitOptions
+from ingest.commit.prepare import (
+    PreparedBatch,
+    assert_batch_schema,
+    files_source,
+    prepare_batch,
+    time_window,
+    with_lineage,
+)
 from ingest.commit.skip import skip_committed
 from ingest.commit.upsert import DELETE_COLUMN, UpsertPlan, plan_upsert, write_upsert_deletes
 from ingest.decisions import (
@@ -62,104 +52,88 @@ from ingest.decisions import (
     uses_high_water,
 )
 from ingest.timings import Stopwatch
-from quality.audit import audit_before_commit
+from quality.audit import LandingKeys, audit_before_commit
+from quality.check_results import CheckResult, audit_entry, checks_from_ledger, record
 from quality.expectations import should_stop, stop_message
 from quality.fates import landed_columns
 from quality.malformed import landable_rows, with_raw_record
 from quality.quarantine import REASON_COLUMN, ensure_quarantine_table, write_quarantine
-from quality.results import CheckResult, audit_entry, checks_from_ledger, record
-from tables import key_range
+from tables.delta import key_range
+from tables.delta.history import naming_damaged_log
+from tables.delta.ledger import CommitMetadata
+from tables.delta.markers import read_markers, state_prefetched
+from tables.delta.writer import TableWriter
 from tables.errors import CheckpointLostError, ExpectationFailedError
-from tables.identifiers import validate_app_id
-from tables.log import CommitMetadata, naming_damaged_log
-from tables.markers import read_markers, state_prefetched
 from tables.spec import TableSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
-    from pyspark.sql.types import StructType
 
-    from quality.expectations import ExpectationGate, GateOutcome
+    from quality.expectations import GateOutcome
+
+DEFAULT_OPTIONS = CommitOptions()
 
 
 def commit_batch(
-    spark: SparkSession,
-    spec: TableSpec,
-    app_id: str,
+    writer: TableWriter,
     batch_id: int,
     batch: DataFrame,
-    *,
-    source: Mapping[str, Any] | None = None,
-    raw_format: str | None = None,
-    reader_options: Mapping[str, str] | None = None,
-    gate: ExpectationGate | None = None,
-    fail_on_rewind: bool = False,
-    max_attempts: int = 5,
+    options: CommitOptions = DEFAULT_OPTIONS,
 ) -> BatchResult:
-    """Commit `batch` into `spec`'s table exactly once for (app id, batch id).
+    """Commit `batch` into the writer's table exactly once for (app id, batch id).
 
     `batch` has the spec's data columns, optionally with the reader's corrupt-record and
-    source-file columns; `raw_format` and `reader_options` say how the corrupt text was read, so
-    that its quarantine reason can name the fault. `source` describes where the batch came from
-    (merged into the ledger entry). `gate` validates the batch against the table's expectation
-    suite. With `fail_on_rewind`, a batch id below the log's marker raises CheckpointLostError
-    instead of being skipped: a stream uses this to detect a lost or rewound checkpoint.
+    source-file columns (`options` says how they were read). The writer's caches (high-water
+    mark, key ranges, commit clones) carry over to its next commits.
     """
-    validate_app_id(app_id)
     if isinstance(batch_id, bool) or not isinstance(batch_id, int) or batch_id < 0:
         raise ValueError(f"batch_id must be a non-negative int, got {batch_id!r}")
-    if max_attempts < 1:
-        raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
+    writer = writer.on(batch.sparkSession)
+    spark, spec, app_id = writer.spark, writer.spec, writer.app_id
     schema = spec.data_schema(spark)
     assert_batch_schema(batch.schema, schema, spec.name)
 
     read = read_markers(spark, spec.name)  # TableNotFoundError if the table is not there
     committed = read.markers.get(app_id)
-    action = decide_batch(batch_id, committed, fail_on_rewind=fail_on_rewind)
+    action = decide_batch(batch_id, committed, fail_on_rewind=options.fail_on_rewind)
     if action == "rewound":
         raise CheckpointLostError(rewound_message(spec.name, app_id, batch_id, committed))
     if action == "skip":
-        return skip_committed(spark, spec, app_id, batch_id, batch, schema, committed, source)
+        return skip_committed(writer, batch_id, batch, committed, options.source)
 
     watch = Stopwatch()
     with ExitStack() as cleanup:
         # Everything up to the audit leaves the table's state alone: Delta rebuilds it meanwhile.
+        at = (read.version, spec.keys)
         learn = (
-            partial(key_range.learn, spark, spec.name, read.table_id, read.version, spec.keys)
+            partial(writer.key_ranges.learn, spark, spec.name, read.table_id, at)
             if key_range.are_keys_orderable(schema, spec.keys)
             else None
         )
         with state_prefetched(spark, spec.name, then=learn):
             with watch.stage("prepare"):
-                prepared = prepare_batch(
-                    spark, spec, schema, batch, raw_format, reader_options, gate
-                )
+                prepared = prepare_batch(spec, schema, batch, options)
             cleanup.callback(prepared.classified.unpersist)
-            staged = _stage(spark, spec, schema, app_id, batch_id, prepared, watch)
+            staged = _stage(writer, batch_id, prepared, watch)
         stats, plan = prepared.stats, staged.plan
         bounds = {key: (low, high) for key, low, high in stats.key_bounds}
         # The first read of the table's state.
         with naming_damaged_log(spec.name), watch.stage("audit"):
-            audit = audit_before_commit(
-                spark,
-                spec,
-                staged.landable.select(*spec.keys),
-                staged.landing,
-                bounds,
-                read.version,
-                staged.scope,
-                (app_id, batch_id),
-                key_range.known_range(read.table_id, read.version, spec.keys) if learn else None,
+            known = writer.key_ranges.known(read.table_id, read.version, spec.keys)
+            landing = LandingKeys(
+                staged.landable.select(*spec.keys), staged.landing, bounds, batch_id, staged.scope
             )
+            audit = audit_before_commit(writer, landing, read.version, known if learn else None)
             append = stats.rows == 0 or (
                 plan is None
                 and uses_high_water(spec.dedup)
-                and should_append(spec.dedup, batch_id, high_water(spark, spec.name, app_id))
+                and writer.devices.blind_append
+                and should_append(spec.dedup, batch_id, writer.high_water())
             )
         meta = CommitMetadata(
             app_id=app_id,
             batch_id=batch_id,
-            source={**files_source(stats.files), **(source or {})},
+            source={**files_source(stats.files), **(options.source or {})},
             rows_read=stats.rows,
             rows_quarantined=stats.rows_rejected,
             content_hash=stats.content_hash,
@@ -168,36 +142,25 @@ def commit_batch(
             audit=audit_entry(audit, read.version),
             upsert=plan.counts if plan else None,
         )
-        merge_source, condition = staged.merge_source, staged.condition
-        clauses = None
+        write = BatchWrite(meta, staged.merge_source, staged.condition, append=append)
         if plan is not None and append:  # an empty batch: its marker and entry only
-            merge_source = merge_source.drop(DELETE_COLUMN)
+            write = replace(write, source=write.source.drop(DELETE_COLUMN))
         elif plan is not None:
             deletes = plan.counts["deletes"]
             with watch.stage("tombstones") if deletes else nullcontext():
-                condition, clauses = write_upsert_deletes(
-                    spark, spec, schema, merge_source, deletes
-                )
+                condition, clauses = write_upsert_deletes(writer, schema, write.source, deletes)
+            write = replace(write, condition=condition, clauses=clauses)
         with watch.stage("write"):
-            result = write_with_retries(
-                spark,
-                spec,
-                meta,
-                merge_source,
-                condition,
-                max_attempts,
-                append=append,
-                clauses=clauses,
-            )
+            result = write_with_retries(writer, replace(write, attempts=options.max_attempts))
         result = replace(result, timings=dict(watch.seconds))
         if result.status != "committed":
             return result
         if learn is not None:
-            key_range.carry(read.table_id, read.version, result.version, bounds)
+            writer.key_ranges.carry(read.table_id, read.version, result.version, bounds)
         if stats.rows == 0:
             return replace(result, status="empty", note="empty batch: its marker and ledger entry")
         if uses_high_water(spec.dedup):
-            raise_high_water(spec.name, app_id, batch_id)
+            writer.raise_high_water(batch_id)
         return replace(
             result,
             key_bounds=stats.key_bounds,
@@ -225,16 +188,12 @@ class _Staged:
 
 
 def _stage(
-    spark: SparkSession,
-    spec: TableSpec,
-    schema: StructType,
-    app_id: str,
-    batch_id: int,
-    prepared: PreparedBatch,
-    watch: Stopwatch,
+    writer: TableWriter, batch_id: int, prepared: PreparedBatch, watch: Stopwatch
 ) -> _Staged:
     """Stop on a failed gate, plan an upsert, quarantine the rejected rows, build the MERGE's
     source: the steps before the audit, none of which reads the table's state."""
+    spark, spec, app_id = writer.spark, writer.spec, writer.app_id
+    schema = prepared.schema
     stats = prepared.stats
     if prepared.gate is not None and should_stop(prepared.gate):
         record(spark, _gate_results(spec, app_id, batch_id, prepared.gate), txn=None)

@@ -6,20 +6,26 @@ from __future__ import annotations
 import random
 import re
 import time
-from collections.abc import Mapping
+from dataclasses import dataclass
 from itertools import count
-from typing import TYPE_CHECKING
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
+from ingest.commit.batch_result import BatchResult, result_from_entry
 from ingest.decisions import (
     backoff_seconds,
     commit_landed,
     is_content_conflict,
     should_retry,
 )
-from quality.markers import batch_markers
-from tables.catalog import table_detail
+from quality.marker_names import batch_markers
+from tables.delta.commits import MergeStatement, merge_into
+from tables.delta.history import damaged_log_error, find_ledger_entry
+from tables.delta.ledger import CommitMetadata
+from tables.delta.markers import committed_batch
+from tables.delta.table import table_detail
+from tables.delta.writer import TableWriter
+from tables.engine.jvm.conditions import error_condition
 from tables.errors import (
     BatchContentMismatchError,
     CommitConflictError,
@@ -30,14 +36,7 @@ from tables.errors import (
     first_line,
 )
 from tables.faults import fault_during_write, fault_point
-from tables.log import CommitMetadata, damaged_log_error, find_ledger_entry, merge_into
-from tables.markers import committed_batch
 from tables.spec import TableSpec
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
-
-from ingest.commit.result import BatchResult, result_from_entry
 
 TXN_APP_ID_CONF = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
@@ -87,7 +86,7 @@ def error_kind_of(exc: BaseException) -> LakehouseError:
     if isinstance(exc, LakehouseError):
         return exc
     names = exception_names(exc)
-    condition = getattr(exc, "getCondition", lambda: None)()
+    condition = error_condition(exc)
     if is_conflict(names, condition):
         return CommitConflictError(f"concurrent commit won: {first_line(exc)}")
     status = getattr(exc, "getGrpcStatusCode", lambda: None)()
@@ -97,35 +96,38 @@ def error_kind_of(exc: BaseException) -> LakehouseError:
     return TerminalError(f"commit failed: {error_summary(exc)}")
 
 
-def write_with_retries(
-    spark: SparkSession,
-    spec: TableSpec,
-    meta: CommitMetadata,
-    source: DataFrame,
-    condition: str,
-    max_attempts: int,
-    *,
-    append: bool = False,
-    clauses: list[str] | None = None,
-) -> BatchResult:
-    """Write the batch with its marker and ledger entry, retrying transient failures.
+@dataclass(frozen=True)
+class BatchWrite:
+    """A batch's write: its ledger entry, its rows, the MERGE's ON condition, and how it runs.
 
     With `append`, the rows go in as Delta's idempotent append (`txnAppId`/`txnVersion` and the
     ledger entry as per-write options), which is the MERGE's result when the MERGE can match no
     row (`ingest.decisions.should_append`) and costs no scan of the target. `clauses` replace
-    the insert-only MERGE's (an upsert's, `ingest.commit.upsert`).
+    the insert-only MERGE's (an upsert's, `ingest.commit.upsert`). `attempts` bounds the retries.
     """
+
+    meta: CommitMetadata
+    source: DataFrame
+    condition: str
+    append: bool = False
+    clauses: list[str] | None = None
+    attempts: int = 5
+
+
+def write_with_retries(writer: TableWriter, write: BatchWrite) -> BatchResult:
+    """Write the batch with its marker and ledger entry, retrying transient failures."""
+    spark, spec, meta = writer.spark, writer.spec, write.meta
     for attempt in count(1):
         try:
             fault_point("before_write", meta.batch_id)
             with fault_during_write(
                 "before_commit", meta.batch_id, lambda: table_detail(spark, spec.name).location
             ):
-                if append:
-                    _append(spec.name, source, meta)
+                if write.append:
+                    _append(spec.name, write.source, meta)
                     executed = True
                 else:
-                    executed = _merge(spark, spec.name, source, condition, meta, clauses)
+                    executed = _merge(writer, write)
             fault_point("after_commit", meta.batch_id)
         except Exception as exc:
             error = error_kind_of(exc)
@@ -134,7 +136,7 @@ def write_with_retries(
             committed = committed_batch(spark, spec.name, meta.app_id)
             if commit_landed(committed, meta.batch_id):
                 return _landed(spark, spec, meta, attempt, note="outcome confirmed from the log")
-            if not should_retry(error.kind, attempt, max_attempts):
+            if not should_retry(error.kind, attempt, write.attempts):
                 raise error from exc
             time.sleep(backoff_seconds(attempt, jitter=random.uniform(0.5, 1.0)))
             continue
@@ -161,50 +163,34 @@ def _append(table: str, source: DataFrame, meta: CommitMetadata) -> None:
     )
 
 
-def _merge(
-    spark: SparkSession,
-    table: str,
-    source: DataFrame,
-    condition: str,
-    meta: CommitMetadata,
-    clauses: list[str] | None,
-) -> bool:
+def _merge(writer: TableWriter, write: BatchWrite) -> bool:
     """Run the batch's MERGE (insert-only unless `clauses`) with its txn markers; False if Delta
-    skipped it."""
-    marker = batch_markers(table, meta.app_id)[0]
-    confs = {TXN_APP_ID_CONF: marker.txn_app_id, TXN_VERSION_CONF: str(meta.batch_id)}
-    if clauses is not None:
-        return merge_into(spark, table, source, condition, clauses, meta, confs) is not None
-    return run_merge(spark, table, source, condition, meta, confs) is not None
+    skipped it.
 
-
-def run_merge(
-    spark: SparkSession,
-    table: str,
-    source: DataFrame,
-    condition: str,
-    meta: CommitMetadata,
-    confs: Mapping[str, str] | None = None,
-    *,
-    replace_scope: str | None = None,
-) -> dict[str, int] | None:
-    """MERGE `source` into `table` with `meta`'s ledger entry and `confs`; None if Delta skipped.
-
-    The commit session (`commit_session`, this thread's clone of the session) keeps two commits
-    running at once from one session from reading each other's txn markers and userMetadata.
-    Without `replace_scope` the MERGE only inserts rows not matched; with it, matched rows within
-    the scope are updated and rows within the scope that the source lacks are deleted, in the
-    same commit.
+    The commit session (`commit_session`, this thread's clone kept by the writer) keeps two
+    commits running at once from one session from reading each other's txn markers and
+    userMetadata.
     """
-    if replace_scope is None:
-        clauses = ["WHEN NOT MATCHED THEN INSERT *"]
-    else:
-        clauses = [
-            f"WHEN MATCHED AND ({replace_scope}) THEN UPDATE SET *",
-            "WHEN NOT MATCHED THEN INSERT *",
-            f"WHEN NOT MATCHED BY SOURCE AND ({replace_scope}) THEN DELETE",
-        ]
-    return merge_into(spark, table, source, condition, clauses, meta, confs)
+    meta = write.meta
+    marker = batch_markers(writer.table, meta.app_id)[0]
+    confs = {TXN_APP_ID_CONF: marker.txn_app_id, TXN_VERSION_CONF: str(meta.batch_id)}
+    clauses = write.clauses if write.clauses is not None else [INSERT_NEW]
+    statement = MergeStatement(writer.table, write.source, write.condition, clauses, meta, confs)
+    return merge_into(statement, writer.clones) is not None
+
+
+#: The insert-only MERGE's clause: a row the condition matches is already there.
+INSERT_NEW = "WHEN NOT MATCHED THEN INSERT *"
+
+
+def replace_clauses(scope: str) -> list[str]:
+    """The clauses of a MERGE that makes `scope` of the table hold exactly the source's rows:
+    matched rows updated, missing ones inserted, rows the source lacks deleted, in one commit."""
+    return [
+        f"WHEN MATCHED AND ({scope}) THEN UPDATE SET *",
+        INSERT_NEW,
+        f"WHEN NOT MATCHED BY SOURCE AND ({scope}) THEN DELETE",
+    ]
 
 
 def _landed(

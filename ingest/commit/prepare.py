@@ -20,23 +20,18 @@ from quality.fates import (
     one_row_per_undecodable_file,
     undecodable_files,
 )
-from quality.malformed import (
-    COPY_COLUMN,
-    CORRUPT_COLUMN,
-    ROW_HASH_COLUMN,
-    SOURCE_FILE_COLUMN,
-    classify,
-    landable_rows,
-)
+from quality.malformed import COPY_COLUMN, ROW_HASH_COLUMN, RecordFormat, classify, landable_rows
 from quality.quarantine import REASON_COLUMN
 from quality.records import (
+    CORRUPT_COLUMN,
     FAULT_COLUMN,
     MAGIC_COLUMN,
     RECORD_COLUMN,
     RESCUE_INPUT_COLUMN,
+    SOURCE_FILE_COLUMN,
     with_rescued,
 )
-from tables.catalog import schema_differences
+from tables.delta.table import schema_differences
 from tables.errors import SchemaMismatchError
 from tables.spec import (
     APP_ID_COLUMN,
@@ -49,7 +44,8 @@ from tables.spec import (
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from quality.expectations import ExpectationGate, GateOutcome
+    from ingest.commit.options import CommitOptions
+    from quality.expectations import GateOutcome
 READER_COLUMNS = (
     CORRUPT_COLUMN,
     SOURCE_FILE_COLUMN,
@@ -83,33 +79,22 @@ class PreparedBatch:
     rows: DataFrame
     stats: BatchStats
     gate: GateOutcome | None
+    schema: StructType
 
 
 def prepare_batch(
-    spark: SparkSession,
-    spec: TableSpec,
-    schema: StructType,
-    batch: DataFrame,
-    raw_format: str | None = None,
-    reader_options: Mapping[str, str] | None = None,
-    gate: ExpectationGate | None = None,
+    spec: TableSpec, schema: StructType, batch: DataFrame, options: CommitOptions
 ) -> PreparedBatch:
     """Classify and persist a batch, run its expectations, and count it: the same on every replay.
 
     The classified rows are persisted so every later step (validation, counts, quarantine, MERGE)
     sees the same rows, even from a non-deterministic source. The caller unpersists `classified`.
+    `options` says how the batch was read (its corrupt text's format) and its expectation gate.
     """
+    spark, gate = batch.sparkSession, options.gate
     rows = with_rescued(batch, schema)
-    classified = classify(
-        rows,
-        schema,
-        spec.keys,
-        raw_format,
-        reader_options,
-        spec.unknown_fields,
-        spec.sequence_by,
-        keep_records=any(e.action == "quarantine" for e in spec.expectations),
-    ).persist(StorageLevel.MEMORY_AND_DISK)
+    read = RecordFormat(options.raw_format, options.reader_options)
+    classified = classify(rows, spec, schema, read).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         stats = batch_stats(classified, schema, spec.dedup_column, spec.keys)
     except BaseException:
@@ -126,13 +111,13 @@ def prepare_batch(
         if spec.unknown_fields == "fail":
             assert_nothing_rescued(classified, spec)
         if gate is None or stats.rows == stats.rows_rejected:
-            return PreparedBatch(classified, classified, stats, None)
+            return PreparedBatch(classified, classified, stats, None, schema)
         landable = classified.filter(landable_rows()).select(*schema.fieldNames(), ROW_HASH_COLUMN)
         outcome = gate.validate(landable)
         reasons = quarantine_reasons(outcome)
         rows = with_gate_reasons(spark, classified, reasons)
         stats = replace(stats, rows_rejected=stats.rows_rejected + len(reasons))
-        return PreparedBatch(classified, rows, stats, outcome)
+        return PreparedBatch(classified, rows, stats, outcome, schema)
     except BaseException:
         classified.unpersist()
         raise

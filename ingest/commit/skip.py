@@ -6,33 +6,28 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pyspark import StorageLevel
-from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
 
 from ingest.decisions import is_content_conflict, is_same_fingerprint
 from ingest.isolation import recorded_culprits, without_culprits
 from quality.fates import one_row_per_undecodable_file, undecodable_files
 from quality.malformed import COPY_COLUMN, classify_rows
 from quality.records import with_rescued
+from tables.delta.history import find_ledger_entry
+from tables.delta.writer import TableWriter
 from tables.errors import BatchContentMismatchError
-from tables.log import find_ledger_entry
-from tables.spec import TableSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+from ingest.commit.batch_result import BatchResult
 from ingest.commit.prepare import batch_stats
-from ingest.commit.result import BatchResult
 
 
 def skip_committed(
-    spark: SparkSession,
-    spec: TableSpec,
-    app_id: str,
+    writer: TableWriter,
     batch_id: int,
     batch: DataFrame,
-    schema: StructType,
     committed: int | None,
     source: Mapping[str, Any] | None = None,
 ) -> BatchResult:
@@ -43,6 +38,8 @@ def skip_committed(
     settles it without reading the batch; otherwise the batch is classified and hashed again and
     the hash decides.
     """
+    spark, spec, app_id = writer.spark, writer.spec, writer.app_id
+    schema = spec.data_schema(spark)
     entry = find_ledger_entry(spark, spec.name, app_id, batch_id)
     note = f"already committed (log marker for {app_id} is {committed})"
     if entry is None:

@@ -25,10 +25,11 @@ from pyspark.sql.types import StructField, StructType
 
 from ingest.commit.merge import error_kind_of
 from ingest.decisions import key_match
-from tables.catalog import create_table, table_exists
+from tables.delta.commits import MergeStatement, merge_into
+from tables.delta.table import create_table, table_exists
+from tables.delta.writer import TableWriter
 from tables.errors import ConfigError, first_line
 from tables.identifiers import quote_identifier, shorten
-from tables.log import merge_into
 from tables.spec import (
     APP_ID_COLUMN,
     BATCH_ID_COLUMN,
@@ -53,7 +54,7 @@ class UpsertPlan:
     source: DataFrame
     """The newest version of each key, not older than a tombstone, with `DELETE_COLUMN`."""
     counts: dict[str, int]
-    """`tables.ledger.UPSERT_COUNTS`: superseded, after_tombstone, upserts, deletes."""
+    """`tables.delta.ledger.UPSERT_COUNTS`: superseded, after_tombstone, upserts, deletes."""
 
 
 def delete_rule(spark: SparkSession, spec: TableSpec, schema: StructType) -> Column:
@@ -145,14 +146,15 @@ def upsert_clauses(spec: TableSpec, columns: list[str]) -> list[str]:
 
 
 def write_upsert_deletes(
-    spark: SparkSession, spec: TableSpec, schema: StructType, source: DataFrame, deletes: int
+    writer: TableWriter, schema: StructType, source: DataFrame, deletes: int
 ) -> tuple[str, list[str]]:
     """Record the source's deletes as tombstones (if any), then give the MERGE's ON and clauses.
 
     The one sequence both a batch's commit and a replay run before an upsert's MERGE.
     """
+    spec = writer.spec
     if deletes:
-        write_tombstones(spark, spec, source, schema)
+        write_tombstones(writer, source, schema)
     return key_match(spec.keys), upsert_clauses(spec, source.columns)
 
 
@@ -164,13 +166,12 @@ def _copy_clauses(columns: list[str]) -> tuple[str, str]:
     return update, insert
 
 
-def write_tombstones(
-    spark: SparkSession, spec: TableSpec, source: DataFrame, schema: StructType
-) -> None:
+def write_tombstones(writer: TableWriter, source: DataFrame, schema: StructType) -> None:
     """Record the source's deletes in `<table>_tombstones`, keeping the newest per key.
 
     Idempotent by content: the same deletes again change nothing, so no marker is needed.
     """
+    spark, spec = writer.spark, writer.spec
     sequence = _sequence(spec)
     columns = [APP_ID_COLUMN, BATCH_ID_COLUMN, INGESTED_AT_COLUMN, *spec.keys, sequence]
     deletes = source.where(F.col(DELETE_COLUMN)).select(*columns)
@@ -185,7 +186,8 @@ def write_tombstones(
     update, insert = _copy_clauses(columns)
     clauses = [f"WHEN MATCHED AND {newer} THEN {update}", f"WHEN NOT MATCHED THEN {insert}"]
     try:
-        merge_into(spark, spec.tombstones_name, deletes, key_match(spec.keys), clauses)
+        merge = MergeStatement(spec.tombstones_name, deletes, key_match(spec.keys), clauses)
+        merge_into(merge, writer.clones)
     except Exception as exc:  # a lost race is transient like the target's; the rest named
         raise error_kind_of(exc) from exc
 

@@ -35,7 +35,7 @@ from ingest.sources.file_read import FileFormat
 from ingest.sources.files import FileSource
 from ingest.sources.kafka import KafkaSource, ValueFormat
 from ingest.triggers import parse_trigger
-from tables.catalogs import CatalogKind, CatalogSpec
+from tables.engine.catalogs import CatalogKind, CatalogSpec
 from tables.errors import ConfigError
 from tables.identifiers import (
     shorten,

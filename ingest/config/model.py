@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from ingest.sources import Source
-from tables.catalogs import CatalogSpec
+from tables.engine.catalogs import CatalogSpec
 from tables.errors import ConfigError
 from tables.identifiers import shorten, validate_pipeline_name, validate_table_name
 from tables.spec import TableSpec

@@ -18,7 +18,7 @@ from typing import Any
 
 from tables.errors import ConfigError, ConfigFileError, KeyPath
 from tables.identifiers import case_collisions, key_path, shorten, validate_option_name
-from tables.spec import parse_interval
+from tables.spec_rules import parse_interval
 
 #: Scalar TOML values a reader option or table property may hold; each becomes a string.
 OptionValue = str | int | float | bool

@@ -18,12 +18,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ingest.observe.facts import SourceFacts, lag_seconds, source_facts
+from ingest.observe.observer import RunObserver
 from tables.errors import error_summary
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from ingest.commit import BatchResult
+    from ingest.commit.batch_result import BatchResult
 
 BATCH_LOG = Path("logs") / "batches.jsonl"
 
@@ -67,7 +68,7 @@ def batch_record(
     return record
 
 
-class BatchLog:
+class BatchLog(RunObserver):
     """Appends each batch's line to one file; the first failed write is reported, none raises."""
 
     def __init__(

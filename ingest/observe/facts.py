@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tables.ledger import recorded_offsets
+from tables.delta.ledger import recorded_offsets
+from tables.engine.storage import file_status, local_path, recorded_location
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -66,7 +67,6 @@ def source_facts(spark: SparkSession | None, recorded: Mapping[str, Any]) -> Sou
 
 def _size_and_time(spark: SparkSession | None, name: str) -> tuple[int, float] | None:
     """A recorded file's size and modification time (seconds); None if it cannot be had."""
-    from tables.storage import file_status, local_path, recorded_location
 
     location = recorded_location(name)
     if spark is None and local_path(location) is None:

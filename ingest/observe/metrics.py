@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from ingest.observe.observer import RunObserver
 from tables.errors import ConfigError
 
 if TYPE_CHECKING:
-    from ingest.commit import BatchResult
+    from ingest.commit.batch_result import BatchResult
 
 METRICS_HOST = "127.0.0.1"
 #: Seconds: a micro-batch takes from a fraction of a second to minutes.
@@ -33,7 +34,7 @@ ROW_FATES = (
 )
 
 
-class BatchMetrics:
+class BatchMetrics(RunObserver):
     """The metrics of one app id's batches into one table, in a registry of their own."""
 
     def __init__(self, table: str, app_id: str) -> None:

@@ -22,14 +22,15 @@ from rich.progress import (
 )
 
 from ingest.observe.facts import source_units
-from tables.catalog import table_exists
-from tables.log import read_ledger
+from ingest.observe.observer import RunObserver
+from tables.delta.history import read_ledger
+from tables.delta.table import table_exists
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from rich.console import Console
 
-    from ingest.commit import BatchResult
+    from ingest.commit.batch_result import BatchResult
     from ingest.config import PipelineSpec
     from ingest.sources.backlog import Backlog
 
@@ -62,7 +63,7 @@ def advance_by(result: BatchResult) -> int:
     return source_units(result.source)[1]
 
 
-class BacklogProgress:
+class BacklogProgress(RunObserver):
     """A transient progress bar of files or offsets done against the backlog at the start."""
 
     def __init__(self, console: Console, description: str, backlog: Backlog | None) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ingest.sources.offsets import merge_ranges
-from tables.storage import local_path
+from tables.engine.storage import local_path
 
 
 @dataclass(frozen=True)

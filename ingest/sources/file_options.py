@@ -13,6 +13,7 @@ they pass as given.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 
 from tables.errors import ConfigError
 from tables.identifiers import shorten
@@ -37,22 +38,26 @@ JSON_PARSE_OPTIONS = (
 #: Options the CSV split honours (`quality.csv_records`); `lineSep` is not among them: records
 #: end at CR, LF or CRLF outside quotes.
 CSV_OPTIONS = ("header", "sep", "delimiter", "quote", "escape", *TEXT_OPTIONS[1:])
-SUPPORTED: Mapping[str, tuple[str, ...]] = {
-    "json": (*TEXT_OPTIONS, *JSON_PARSE_OPTIONS, "multiLine"),
-    "csv": (*CSV_OPTIONS, "multiLine"),
-}
+SUPPORTED: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        "json": (*TEXT_OPTIONS, *JSON_PARSE_OPTIONS, "multiLine"),
+        "csv": (*CSV_OPTIONS, "multiLine"),
+    }
+)
 #: Options accepted with one value only: the one the reader behaves by anyway.
-_ONLY_VALUE: Mapping[tuple[str, str], tuple[str, str]] = {
-    ("json", "multiLine"): (
-        "false",
-        "JSON sources are read one record per line (JSON Lines): multiLine is refused",
-    ),
-    ("csv", "multiLine"): (
-        "true",
-        "CSV records always end at a line break outside quotes (a quoted field may hold one), "
-        "as with multiLine = true",
-    ),
-}
+_ONLY_VALUE: Mapping[tuple[str, str], tuple[str, str]] = MappingProxyType(
+    {
+        ("json", "multiLine"): (
+            "false",
+            "JSON sources are read one record per line (JSON Lines): multiLine is refused",
+        ),
+        ("csv", "multiLine"): (
+            "true",
+            "CSV records always end at a line break outside quotes (a quoted field may hold one), "
+            "as with multiLine = true",
+        ),
+    }
+)
 
 
 def reader_options(file_format: str, options: Mapping[str, str]) -> dict[str, str]:

@@ -12,6 +12,7 @@ Spark's own reader.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Literal
 
 from pyspark.sql import functions as F
@@ -30,9 +31,9 @@ from ingest.sources.long_lines import (
 )
 from quality.csv_records import csv_records
 from quality.records import CORRUPT_COLUMN, SOURCE_FILE_COLUMN, is_blank_line, json_records
+from tables.engine.storage import exists, file_status
 from tables.identifiers import literal_path
 from tables.record_rules import RecordRules
-from tables.storage import exists, file_status
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, DataFrameReader, SparkSession
@@ -41,11 +42,13 @@ if TYPE_CHECKING:
     from ingest.sources.files import FileSource
 
 FileFormat = Literal["json", "csv", "parquet"]
-DEFAULT_OPTIONS: Mapping[str, Mapping[str, str]] = {
-    "json": {},
-    "csv": {"header": "true"},
-    "parquet": {},
-}
+DEFAULT_OPTIONS: Mapping[str, Mapping[str, str]] = MappingProxyType(
+    {
+        "json": {},
+        "csv": {"header": "true"},
+        "parquet": {},
+    }
+)
 _VALUE = "value"
 
 

@@ -27,9 +27,9 @@ from ingest.sources.file_read import (
 )
 from ingest.sources.fingerprint import file_statuses, files_fingerprint, with_fingerprint
 from ingest.sources.long_lines import recorded_form, remove_copies
+from tables.engine.storage import exists, recorded_location, walk_files
 from tables.errors import ConfigError
 from tables.identifiers import file_of_recorded_path, shorten
-from tables.storage import exists, recorded_location, walk_files
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ingest.decisions import FINGERPRINT_KEY
-from tables.storage import file_status, recorded_location
+from tables.engine.storage import file_status, recorded_location
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -41,7 +41,7 @@ def files_fingerprint(statuses: FileStatuses) -> str | None:
     """The fingerprint of the files a micro-batch reads, or None if one cannot be described.
 
     The files come from the batch's plan (`inputFiles`, no Spark job) and are described by
-    `tables.storage.file_status`. A file that cannot be described (gone) gives None.
+    `tables.engine.storage.file_status`. A file that cannot be described (gone) gives None.
     """
     if not statuses or any(found is None for found in statuses.values()):
         return None

@@ -17,6 +17,7 @@ import re
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pyspark import StorageLevel
@@ -34,9 +35,9 @@ from ingest.sources.kafka_read import (
 )
 from ingest.sources.offsets import checked_ranges, validate_starting_offsets
 from ingest.sources.resume import ResumePoint, resume_point
+from tables.delta.ledger import recorded_offsets
 from tables.errors import ConfigError
 from tables.identifiers import shorten
-from tables.log import recorded_offsets
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -49,10 +50,14 @@ ValueFormat = Literal["json", "raw"]
 
 REDACTED = "***"
 #: Kafka's own config provider that resolves `${env:NAME}` in client settings (Kafka >= 3.5).
-ENV_CONFIG_PROVIDER = {
-    "config.providers": "env",
-    "config.providers.env.class": "org.apache.kafka.common.config.provider.EnvVarConfigProvider",
-}
+ENV_CONFIG_PROVIDER = MappingProxyType(
+    {
+        "config.providers": "env",
+        "config.providers.env.class": (
+            "org.apache.kafka.common.config.provider.EnvVarConfigProvider"
+        ),
+    }
+)
 _ENV_REFERENCE = "${env:"
 _SECRET_KEY = re.compile(r"password|secret|jaas|token|key|credential", re.IGNORECASE)
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")

@@ -2,7 +2,7 @@
 
 Replay and resuming from the log need them before they read. Spark's connector has no public API
 for that, so Kafka's own AdminClient (from the connector's JARs) is asked in the driver JVM
-(`tables.jvm.kafka`): a classic session's feature; over Spark Connect the read itself finds
+(`tables.engine.jvm.kafka`): a classic session's feature; over Spark Connect the read itself finds
 offsets that are gone.
 """
 
@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ingest.sources.offsets import OffsetRanges
+from tables.engine.jvm import kafka
 from tables.errors import TerminalError
 
 if TYPE_CHECKING:
@@ -57,10 +58,9 @@ def available_offsets(
 ) -> dict[str, dict[str, list[int]]]:
     """Per topic and partition, [earliest available offset, next offset to be written].
 
-    Asked of the cluster with Kafka's admin client in the driver JVM (`tables.jvm.kafka`),
+    Asked of the cluster with Kafka's admin client in the driver JVM (`tables.engine.jvm.kafka`),
     configured with the source's client options. A missing topic has no entry.
     """
-    from tables.jvm import kafka
 
     names = sorted(set(topics))
     try:

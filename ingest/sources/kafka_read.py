@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
@@ -47,15 +48,17 @@ KAFKA_COLUMNS = (TOPIC_COLUMN, PARTITION_COLUMN, OFFSET_COLUMN, TIMESTAMP_COLUMN
 #: Table columns with these names are filled from the record's Kafka coordinates (cast to the
 #: column's declared type), not from its value: the mapping of key, topic, partition, offset and
 #: timestamp into the table schema.
-METADATA_COLUMNS = {
-    "kafka_key": KEY_COLUMN,
-    "kafka_topic": TOPIC_COLUMN,
-    "kafka_partition": PARTITION_COLUMN,
-    "kafka_offset": OFFSET_COLUMN,
-    "kafka_timestamp": TIMESTAMP_COLUMN,
-}
+METADATA_COLUMNS = MappingProxyType(
+    {
+        "kafka_key": KEY_COLUMN,
+        "kafka_topic": TOPIC_COLUMN,
+        "kafka_partition": PARTITION_COLUMN,
+        "kafka_offset": OFFSET_COLUMN,
+        "kafka_timestamp": TIMESTAMP_COLUMN,
+    }
+)
 
-_RAW_SCHEMA = {"key": StringType(), "value": StringType()}
+_RAW_SCHEMA = MappingProxyType({"key": StringType(), "value": StringType()})
 
 
 def check_schema(source: KafkaSource, schema: StructType) -> None:

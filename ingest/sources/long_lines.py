@@ -4,9 +4,9 @@ Spark's text reader holds a whole line in memory before anything can look at it:
 gigabyte kills the JVM, and the file is then met again at every restart. So before a batch of
 JSON files is read, each file that could hold a line past the table's `max_record_bytes` (one
 larger than the limit, or compressed, whose lines its size does not bound) is scanned by
-`tables/java/LineScan.java` in a Spark job, one task per file, streaming, never holding a line.
-A file with such lines is read from a copy without them (under `<home>/tmp/long-lines/`, made by
-a second scan), and each long line becomes one quarantine row: its size, its line number and its
+`tables/engine/java/LineScan.java` in a Spark job, one task per file, streaming, never holding a
+line. A file with such lines is read from a copy without them (under `<home>/tmp/long-lines/`, made
+by a second scan), and each long line becomes one quarantine row: its size, its line number and its
 first characters. Files no larger than the limit cost nothing: their lines are bounded by their
 size.
 """
@@ -29,9 +29,9 @@ from quality.records import (
     RECORD_COLUMN,
     SOURCE_FILE_COLUMN,
 )
-from tables.readonly import HOME_CONF
+from tables.engine.confs import HOME_CONF
+from tables.engine.storage import delete, local_path
 from tables.record_rules import HEAD_CHARACTERS
-from tables.storage import delete, local_path
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ingest.sources.files import FileSource
 from ingest.sources.kafka import KafkaSource
-from tables.log import recorded_offsets
+from tables.delta.ledger import recorded_offsets
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

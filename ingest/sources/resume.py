@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING
 
 from ingest.sources.kafka_admin import available_offsets
 from ingest.sources.offsets import next_offsets
+from tables.delta.history import read_ledger
+from tables.delta.ledger import recorded_offsets
+from tables.delta.markers import committed_batch
+from tables.engine.storage import read_bytes, write_bytes
 from tables.errors import CheckpointLostError
-from tables.log import read_ledger, recorded_offsets
-from tables.markers import committed_batch
-from tables.storage import read_bytes, write_bytes
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

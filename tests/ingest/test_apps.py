@@ -15,9 +15,10 @@ from ingest.commit import commit_batch
 from ingest.config import PipelineSpec
 from ingest.runner import run_pipeline
 from ingest.sources import FileSource
+from tables.delta.history import read_ledger
+from tables.delta.markers import committed_batch
+from tables.delta.writer import TableWriter
 from tables.errors import CheckpointLostError, ConfigError
-from tables.log import read_ledger
-from tables.markers import committed_batch
 from tables.spec import TableSpec
 
 MakeTable = Callable[..., TableSpec]
@@ -40,8 +41,8 @@ def test_list_apps(spark: SparkSession, make_table: MakeTable) -> None:
     frame = spark.createDataFrame(
         [("e1", "u", 1.0)], "event_id string, user_id string, amount double"
     )
-    commit_batch(spark, spec, "a", 3, frame)
-    commit_batch(spark, spec, "b", 0, frame)
+    commit_batch(TableWriter(spark, spec, "a"), 3, frame)
+    commit_batch(TableWriter(spark, spec, "b"), 0, frame)
 
     states = list_apps(spark, spec.name)
 

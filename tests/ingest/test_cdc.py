@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from tables.jvm import gateway
+from tables.engine.jvm import gateway
 from tests.support.kafka_broker import KafkaBroker
 from tests.support.processes import run_lakehouse
 

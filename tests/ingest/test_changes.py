@@ -9,9 +9,10 @@ import pytest
 from pyspark.sql import SparkSession
 from typer.testing import CliRunner
 
-from ingest.cli import app
+from ingest.cli.commands import app
 from ingest.commit import commit_batch
-from tables.changes import change_range, feed_start, is_change_feed_on
+from tables.delta.changes import change_range, feed_start, is_change_feed_on
+from tables.delta.writer import TableWriter
 from tables.errors import ChangeFeedError
 from tables.spec import TableSpec
 
@@ -24,7 +25,7 @@ SCHEMA = "event_id string, user_id string, amount double"
 
 def commit(spark: SparkSession, spec: TableSpec, batch_id: int, ids: list[str]) -> None:
     rows = [(i, "u", 1.0) for i in ids]
-    commit_batch(spark, spec, "app", batch_id, spark.createDataFrame(rows, SCHEMA))
+    commit_batch(TableWriter(spark, spec, "app"), batch_id, spark.createDataFrame(rows, SCHEMA))
 
 
 def test_the_feed_is_on_only_when_the_property_is_true() -> None:

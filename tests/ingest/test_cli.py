@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql import SparkSession
 from typer.testing import CliRunner
 
-from ingest.cli import app
+from ingest.cli.commands import app
 
 runner = CliRunner()
 
@@ -118,7 +118,7 @@ def test_sql_by_name_as_table_and_json(project: Path) -> None:
     assert as_json.exit_code == 0, as_json.output
     assert json.loads(as_json.stdout) == [{"n": 5}]
     assert as_table.exit_code == 0
-    assert "┃ n" in as_table.stdout
+    assert as_table.stdout.split() == ["n", "─", "5"]
 
 
 @pytest.mark.parametrize(
@@ -161,3 +161,20 @@ def test_unknown_pipeline(project: Path) -> None:
 def test_bad_format_is_a_usage_error() -> None:
     result = runner.invoke(app, ["status", "cli_events", "--format", "xml"])
     assert result.exit_code == 2
+
+
+def test_history_as_a_table_fits_80_columns_with_whole_headers(project: Path) -> None:
+    result = runner.invoke(app, ["history", "cli_events"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert lines[0].strip() == "ledger of cli_events, app cli_landing"
+    headers = lines[1].split()
+    assert headers[:6] == ["batch", "version", "read", "inserted", "present", "dups"]
+    assert "updated" not in headers  # an insert table has no upsert counts to show
+    assert lines[3].split()[:6] == ["0", "1", "7", "5", "0", "2"]
+    assert len(lines) == 4 + ("more column" in result.stdout)  # one line per batch
+
+    wide = runner.invoke(app, ["history", "cli_events", "--wide"])
+    assert wide.exit_code == 0, wide.output
+    assert {"app_id", "rows_updated", "content_hash", "source"} <= set(wide.stdout.split())

@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ingest.cli import app
+from ingest.cli.commands import app
 from ingest.cli.deploy import is_loopback
-from ingest.job import DELTA_PACKAGE, main, script_path
+from ingest.job import main, script_path
 from ingest.serve import ServeOptions
+from ingest.submit import DELTA_PACKAGE
+from tables.engine.confs import SERVER_READ_ONLY_CONF
 from tables.errors import ConfigError
-from tables.readonly import SERVER_READ_ONLY_CONF
 
 runner = CliRunner()
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 from typer.testing import CliRunner
 
-from ingest.cli import app
+from ingest.cli.commands import app
 from tests.support.servers import free_port
 
 runner = CliRunner()

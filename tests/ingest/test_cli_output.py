@@ -10,7 +10,7 @@ import pytest
 from pyspark.sql import SparkSession
 from typer.testing import CliRunner
 
-from ingest.cli import app
+from ingest.cli.commands import app
 from ingest.cli.common import err
 from ingest.cli.ingest_command import stop_line
 from ingest.cli.output import OutputFormat, render

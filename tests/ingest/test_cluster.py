@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from ingest.job import submit_command
+from ingest.submit import submit_command
 from tests.support.processes import child_env, run_lakehouse
 from tests.support.projects import Pipeline, events, land, write_project
 from tests.support.servers import LOOPBACK, SPARK_HOME, SparkStandalone

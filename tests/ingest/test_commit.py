@@ -11,10 +11,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ingest.commit import commit_batch
-from tables.catalog import table_detail
+from ingest.commit.options import CommitOptions
+from tables.delta.history import find_ledger_entry, read_ledger, table_version
+from tables.delta.markers import committed_batch, committed_batches
+from tables.delta.table import table_detail
+from tables.delta.writer import TableWriter
 from tables.errors import BatchContentMismatchError, CheckpointLostError, SchemaMismatchError
-from tables.log import find_ledger_entry, read_ledger, table_version
-from tables.markers import committed_batch, committed_batches
 from tables.spec import TableSpec
 
 MakeTable = Callable[..., TableSpec]
@@ -35,9 +37,9 @@ def test_same_batch_twice_lands_once_and_second_is_skipped(
     spec = make_table()
     batch = events(spark, [("e1", "u1", 1.0), ("e2", "u2", 2.0)])
 
-    first = commit_batch(spark, spec, "app", 0, batch)
+    first = commit_batch(TableWriter(spark, spec, "app"), 0, batch)
     version = table_version(spark, spec.name)
-    second = commit_batch(spark, spec, "app", 0, batch)
+    second = commit_batch(TableWriter(spark, spec, "app"), 0, batch)
 
     assert (first.status, first.rows_inserted, first.version) == ("committed", 2, version)
     assert second.status == "skipped"
@@ -55,7 +57,7 @@ def test_copies_in_a_batch_land_once_and_a_conflicting_copy_is_quarantined(
         spark, [("e1", "u1", 1.0), ("e1", "u1", 1.0), ("e1", "u9", 9.0), ("e2", "u2", 2.0)]
     )
 
-    result = commit_batch(spark, spec, "app", 0, batch.repartition(3))
+    result = commit_batch(TableWriter(spark, spec, "app"), 0, batch.repartition(3))
 
     counts = (
         result.rows_read,
@@ -80,8 +82,8 @@ def test_an_empty_batch_commits_its_marker_and_ledger_entry_only(
     files = table_detail(spark, spec.name).num_files
     version = table_version(spark, spec.name)
 
-    result = commit_batch(spark, spec, "app", 0, events(spark, []))
-    again = commit_batch(spark, spec, "app", 0, events(spark, []))
+    result = commit_batch(TableWriter(spark, spec, "app"), 0, events(spark, []))
+    again = commit_batch(TableWriter(spark, spec, "app"), 0, events(spark, []))
 
     assert (result.status, result.version, result.rows_read) == ("empty", version + 1, 0)
     assert again.status == "skipped"
@@ -95,10 +97,10 @@ def test_committed_batch_with_different_content_is_rejected(
     spark: SparkSession, make_table: MakeTable
 ) -> None:
     spec = make_table()
-    commit_batch(spark, spec, "app", 0, events(spark, [("e1", "u1", 1.0)]))
+    commit_batch(TableWriter(spark, spec, "app"), 0, events(spark, [("e1", "u1", 1.0)]))
 
     with pytest.raises(BatchContentMismatchError, match="arrived again with hash") as info:
-        commit_batch(spark, spec, "app", 0, events(spark, [("e1", "u1", 1.5)]))
+        commit_batch(TableWriter(spark, spec, "app"), 0, events(spark, [("e1", "u1", 1.5)]))
 
     assert "\n" not in str(info.value)
     assert data(spark, spec.name).collect()[0]["amount"] == 1.0
@@ -106,9 +108,11 @@ def test_committed_batch_with_different_content_is_rejected(
 
 def test_two_app_ids_write_into_one_table(spark: SparkSession, make_table: MakeTable) -> None:
     spec = make_table()
-    commit_batch(spark, spec, "app-a", 0, events(spark, [("e1", "u1", 1.0)]))
-    commit_batch(spark, spec, "app-b", 0, events(spark, [("e1", "u1", 1.0), ("e2", "u2", 2.0)]))
-    commit_batch(spark, spec, "app-a", 1, events(spark, [("e3", "u3", 3.0)]))
+    commit_batch(TableWriter(spark, spec, "app-a"), 0, events(spark, [("e1", "u1", 1.0)]))
+    commit_batch(
+        TableWriter(spark, spec, "app-b"), 0, events(spark, [("e1", "u1", 1.0), ("e2", "u2", 2.0)])
+    )
+    commit_batch(TableWriter(spark, spec, "app-a"), 1, events(spark, [("e3", "u3", 3.0)]))
 
     assert committed_batches(spark, spec.name) == {"app-a": 1, "app-b": 0}
     per_app = {
@@ -123,24 +127,29 @@ def test_rewound_stream_is_stopped_with_both_numbers(
 ) -> None:
     spec = make_table()
     for batch_id in range(3):
-        commit_batch(spark, spec, "app", batch_id, events(spark, [(f"e{batch_id}", "u", 1.0)]))
+        commit_batch(
+            TableWriter(spark, spec, "app"), batch_id, events(spark, [(f"e{batch_id}", "u", 1.0)])
+        )
 
     with pytest.raises(CheckpointLostError, match=r"at batch 1 but table .* already holds batch 2"):
-        commit_batch(spark, spec, "app", 1, events(spark, [("e1", "u", 1.0)]), fail_on_rewind=True)
+        commit_batch(
+            TableWriter(spark, spec, "app"),
+            1,
+            events(spark, [("e1", "u", 1.0)]),
+            CommitOptions(fail_on_rewind=True),
+        )
 
-    replay = commit_batch(spark, spec, "app", 1, events(spark, [("e1", "u", 1.0)]))
+    replay = commit_batch(TableWriter(spark, spec, "app"), 1, events(spark, [("e1", "u", 1.0)]))
     assert replay.status == "skipped"
 
 
 def test_ledger_records_source_counts_and_hash(spark: SparkSession, make_table: MakeTable) -> None:
     spec = make_table()
     result = commit_batch(
-        spark,
-        spec,
-        "app",
+        TableWriter(spark, spec, "app"),
         5,
         events(spark, [("e1", "u1", 1.0), ("e1", "u1", 1.0)]),
-        source={"kind": "test", "note": "two rows"},
+        CommitOptions(source={"kind": "test", "note": "two rows"}),
     )
 
     entry = find_ledger_entry(spark, spec.name, "app", 5)
@@ -157,9 +166,11 @@ def test_content_hash_ignores_row_order_and_partitioning(
 ) -> None:
     spec = make_table()
     rows = [(f"e{i}", f"u{i % 3}", float(i)) for i in range(50)]
-    commit_batch(spark, spec, "app", 0, events(spark, rows).repartition(4))
+    commit_batch(TableWriter(spark, spec, "app"), 0, events(spark, rows).repartition(4))
 
-    again = commit_batch(spark, spec, "app", 0, events(spark, list(reversed(rows))).coalesce(1))
+    again = commit_batch(
+        TableWriter(spark, spec, "app"), 0, events(spark, list(reversed(rows))).coalesce(1)
+    )
 
     assert again.status == "skipped"
 
@@ -170,7 +181,7 @@ def test_unknown_commit_outcome_is_resolved_from_the_log(
     spec = make_table()
     monkeypatch.setenv("LAKEHOUSE_FAULT", "after_commit:raise")
 
-    result = commit_batch(spark, spec, "app", 0, events(spark, [("e1", "u1", 1.0)]))
+    result = commit_batch(TableWriter(spark, spec, "app"), 0, events(spark, [("e1", "u1", 1.0)]))
 
     assert result.status == "committed"
     assert result.attempts == 1
@@ -197,7 +208,7 @@ def test_failure_before_write_is_retried(
         real(point, batch_id)  # type: ignore[arg-type]
 
     monkeypatch.setattr(commit_module, "fault_point", flaky)
-    result = commit_batch(spark, spec, "app", 0, events(spark, [("e1", "u1", 1.0)]))
+    result = commit_batch(TableWriter(spark, spec, "app"), 0, events(spark, [("e1", "u1", 1.0)]))
 
     assert (result.status, result.attempts) == ("committed", 2)
     assert data(spark, spec.name).count() == 1
@@ -213,7 +224,7 @@ def test_non_deterministic_source_lands_each_record_once(
         F.rand().alias("amount"),
     )
 
-    result = commit_batch(spark, spec, "app", 0, batch)
+    result = commit_batch(TableWriter(spark, spec, "app"), 0, batch)
 
     table = spark.table(spec.name)
     assert result.rows_inserted == 100
@@ -228,7 +239,7 @@ def test_batch_with_other_schema_is_refused(spark: SparkSession, make_table: Mak
     with pytest.raises(
         SchemaMismatchError, match=r"user_id is int.*missing column amount.*unexpected column extra"
     ):
-        commit_batch(spark, spec, "app", 0, wrong)
+        commit_batch(TableWriter(spark, spec, "app"), 0, wrong)
 
 
 def test_rejected_rows_go_to_quarantine_and_a_replay_adds_none(
@@ -237,8 +248,8 @@ def test_rejected_rows_go_to_quarantine_and_a_replay_adds_none(
     spec = make_table()
     batch = events(spark, [("e1", "u1", 1.0), (None, "u2", 2.0)])
 
-    first = commit_batch(spark, spec, "app", 0, batch)
-    commit_batch(spark, spec, "app", 0, batch)
+    first = commit_batch(TableWriter(spark, spec, "app"), 0, batch)
+    commit_batch(TableWriter(spark, spec, "app"), 0, batch)
 
     assert (first.rows_inserted, first.rows_quarantined) == (1, 1)
     quarantine = spark.table(spec.quarantine_name).collect()
@@ -252,7 +263,7 @@ def test_all_rejected_batch_still_records_the_batch(
 ) -> None:
     spec = make_table()
 
-    result = commit_batch(spark, spec, "app", 0, events(spark, [(None, "u", 1.0)]))
+    result = commit_batch(TableWriter(spark, spec, "app"), 0, events(spark, [(None, "u", 1.0)]))
 
     assert (result.status, result.rows_inserted, result.rows_quarantined) == ("committed", 0, 1)
     assert committed_batch(spark, spec.name, "app") == 0
@@ -264,7 +275,7 @@ def test_bad_batch_ids_are_value_errors(
 ) -> None:
     spec = make_table()
     with pytest.raises(ValueError, match="batch_id"):
-        commit_batch(spark, spec, "app", bad, events(spark, []))  # type: ignore[arg-type]
+        commit_batch(TableWriter(spark, spec, "app"), bad, events(spark, []))  # type: ignore[arg-type]
 
 
 def test_concurrent_commits_from_one_session_keep_markers_apart(
@@ -286,7 +297,7 @@ def test_concurrent_commits_from_one_session_keep_markers_apart(
                 rows = [(f"{app_id}-{i}-{j}", app_id, float(i)) for j in range(5)]
                 batch = events(spark, rows)
                 barrier.wait()
-                result = commit_batch(spark, spec, app_id, first_batch + i, batch)
+                result = commit_batch(TableWriter(spark, spec, app_id), first_batch + i, batch)
                 assert result.status == "committed", result
         except BaseException as exc:
             errors.append(exc)

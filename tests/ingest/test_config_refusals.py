@@ -18,7 +18,7 @@ import typer.testing
 from pyspark.sql import SparkSession
 from typer.testing import CliRunner
 
-from ingest.cli import app
+from ingest.cli.commands import app
 from ingest.config import assert_pipeline_ready, load_config
 from tables.errors import ConfigError, ConfigFileError
 
@@ -995,10 +995,10 @@ def test_broken_config_is_refused_naming_the_file_and_key(
 def test_a_sample_through_the_cli_exits_1_with_the_same_line(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import tables.session
+    import tables.engine.session
 
     asked: list[Any] = []
-    monkeypatch.setattr(tables.session, "get_spark", lambda *a, **k: asked.append(a))
+    monkeypatch.setattr(tables.engine.session, "get_spark", lambda *a, **k: asked.append(a))
     command = typer.main.get_command(app)
     monkeypatch.setattr(typer.testing, "_get_command", lambda _app: command)
     sample = CASES[::5]
@@ -1102,10 +1102,10 @@ def test_table_lookups_ignore_case_as_the_catalog_does(project: Path) -> None:
 def test_ingest_refuses_an_unusable_local_location_before_spark(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prepare: Any, key: str, fragment: str
 ) -> None:
-    import tables.session
+    import tables.engine.session
 
     asked: list[Any] = []
-    monkeypatch.setattr(tables.session, "get_spark", lambda *a, **k: asked.append(a))
+    monkeypatch.setattr(tables.engine.session, "get_spark", lambda *a, **k: asked.append(a))
     monkeypatch.chdir(tmp_path)
     (tmp_path / "lakehouse.toml").write_text(BASE)
     prepare(tmp_path)
@@ -1128,10 +1128,10 @@ def test_other_commands_do_not_need_the_landing_directory(project: Path) -> None
 def test_a_bad_trigger_override_is_refused_before_spark(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import tables.session
+    import tables.engine.session
 
     asked: list[Any] = []
-    monkeypatch.setattr(tables.session, "get_spark", lambda *a, **k: asked.append(a))
+    monkeypatch.setattr(tables.engine.session, "get_spark", lambda *a, **k: asked.append(a))
     (project / "lakehouse.toml").write_text(BASE)
     result = runner.invoke(app, ["ingest", "--trigger", "0 seconds"])
     assert result.exit_code == 1
@@ -1160,7 +1160,7 @@ def test_run_pipeline_checks_the_landing_directory_before_creating_the_table(
     from ingest.config import PipelineSpec
     from ingest.runner import run_pipeline
     from ingest.sources import FileSource
-    from tables.catalog import table_exists
+    from tables.delta.table import table_exists
     from tables.spec import TableSpec
 
     spec = TableSpec("refused_before_create", "event_id STRING", ("event_id",))

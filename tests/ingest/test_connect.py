@@ -25,8 +25,15 @@ from ingest.config import PipelineSpec
 from ingest.runner import RunReport, run_pipeline
 from ingest.serve import ConnectServer, start_connect_server
 from ingest.sources import FileSource, KafkaSource
-from tables.catalog import ensure_table
-from tables.catalogs import CatalogSpec
+from tables.delta.commits import commit_markers
+from tables.delta.history import read_ledger
+from tables.delta.ledger import admin_metadata
+from tables.delta.markers import committed_batches
+from tables.delta.provision import ensure_table
+from tables.delta.writer import TableWriter
+from tables.engine.catalogs import CatalogSpec
+from tables.engine.jvm import is_classic
+from tables.engine.session import close_connect_session, connect_session
 from tables.errors import (
     BatchContentMismatchError,
     CheckpointLostError,
@@ -34,10 +41,6 @@ from tables.errors import (
     UnknownFieldsError,
 )
 from tables.faults import ENV_VAR
-from tables.jvm import is_classic
-from tables.log import admin_metadata, commit_markers, read_ledger
-from tables.markers import committed_batches
-from tables.session import close_connect_session, connect_session
 from tables.spec import TableSpec
 from tests.support.kafka_broker import KafkaBroker
 from tests.support.processes import run_lakehouse
@@ -131,8 +134,8 @@ def keys_of(spark: SparkSession, table: str) -> list[str]:
 def test_a_batch_committed_twice_gives_one_copy(remote: SparkSession) -> None:
     spec = make_table(remote)
 
-    first = commit_batch(remote, spec, "app", 0, rows(remote, ["a", "b"]))
-    again = commit_batch(remote, spec, "app", 0, rows(remote, ["a", "b"]))
+    first = commit_batch(TableWriter(remote, spec, "app"), 0, rows(remote, ["a", "b"]))
+    again = commit_batch(TableWriter(remote, spec, "app"), 0, rows(remote, ["a", "b"]))
 
     assert (first.status, again.status) == ("committed", "skipped")
     assert keys_of(remote, spec.name) == ["a", "b"]
@@ -145,12 +148,16 @@ def test_an_upsert_table_keeps_the_newest_version_over_connect(remote: SparkSess
     spec = make_table(remote, merge="upsert", sequence_by="amount", delete_when="user_id = 'd'")
     versions = "event_id string, user_id string, amount double"
 
-    commit_batch(remote, spec, "app", 0, remote.createDataFrame([("a", "u", 1.0)], versions))
+    commit_batch(
+        TableWriter(remote, spec, "app"), 0, remote.createDataFrame([("a", "u", 1.0)], versions)
+    )
     second = remote.createDataFrame([("a", "u", 3.0), ("a", "d", 2.0), ("b", "u", 1.0)], versions)
-    result = commit_batch(remote, spec, "app", 1, second)
+    result = commit_batch(TableWriter(remote, spec, "app"), 1, second)
     delete = remote.createDataFrame([("b", "d", 5.0), ("b", "u", 4.0)], versions)
-    commit_batch(remote, spec, "app", 2, delete)
-    late = commit_batch(remote, spec, "app", 3, remote.createDataFrame([("b", "u", 4.5)], versions))
+    commit_batch(TableWriter(remote, spec, "app"), 2, delete)
+    late = commit_batch(
+        TableWriter(remote, spec, "app"), 3, remote.createDataFrame([("b", "u", 4.5)], versions)
+    )
 
     assert (result.rows_updated, result.rows_inserted, result.rows_ignored_older) == (1, 1, 1)
     assert late.rows_ignored_older == 1
@@ -160,10 +167,10 @@ def test_an_upsert_table_keeps_the_newest_version_over_connect(remote: SparkSess
 
 def test_a_batch_id_whose_content_changed_is_rejected(remote: SparkSession) -> None:
     spec = make_table(remote)
-    commit_batch(remote, spec, "app", 0, rows(remote, ["a"]))
+    commit_batch(TableWriter(remote, spec, "app"), 0, rows(remote, ["a"]))
 
     with pytest.raises(BatchContentMismatchError, match="arrived again with hash"):
-        commit_batch(remote, spec, "app", 0, rows(remote, ["a"], amount=2.0))
+        commit_batch(TableWriter(remote, spec, "app"), 0, rows(remote, ["a"], amount=2.0))
 
     assert keys_of(remote, spec.name) == ["a"]
 
@@ -182,7 +189,11 @@ def test_two_sessions_committing_at_once_keep_their_markers_apart(server: Server
         spark = sessions[app]
         try:
             for n in range(4):
-                commit_batch(spark, spec, app, n, rows(spark, [f"{app}{n}-{i}" for i in range(3)]))
+                commit_batch(
+                    TableWriter(spark, spec, app),
+                    n,
+                    rows(spark, [f"{app}{n}-{i}" for i in range(3)]),
+                )
         except BaseException as exc:  # surfaced below, after both threads end
             errors.append(exc)
 
@@ -357,7 +368,7 @@ def test_a_kafka_stream_runs_through_the_server_exactly_once(
 
 def test_moving_a_marker_needs_a_classic_session_and_says_so(remote: SparkSession) -> None:
     spec = make_table(remote)
-    commit_batch(remote, spec, "app", 0, rows(remote, ["a"]))
+    commit_batch(TableWriter(remote, spec, "app"), 0, rows(remote, ["a"]))
 
     with pytest.raises(ClassicOnlyError, match="not available over Spark Connect"):
         commit_markers(remote, spec.name, {"app": -1}, admin_metadata("app", -1, "reset", {}))

@@ -10,7 +10,8 @@ from pyspark.sql import DataFrame, SparkSession
 
 from ingest.commit import commit_batch
 from quality.audit import audit_commit
-from tables.log import find_ledger_entry
+from tables.delta.history import find_ledger_entry
+from tables.delta.writer import TableWriter
 from tables.spec import TableSpec
 
 MakeTable = Callable[..., TableSpec]
@@ -49,16 +50,16 @@ def test_a_resend_in_a_later_batch(
     present: int,
 ) -> None:
     spec = scoped(make_table, scope)
-    commit_batch(spark, spec, "app", 0, events(spark, [1, 2, 3]))
+    commit_batch(TableWriter(spark, spec, "app"), 0, events(spark, [1, 2, 3]))
 
-    second = commit_batch(spark, spec, "app", 1, events(spark, [3, 4]))
+    second = commit_batch(TableWriter(spark, spec, "app"), 1, events(spark, [3, 4]))
 
     assert copies(spark, spec) == {"e1": 1, "e2": 1, "e3": resent_copies, "e4": 1}
     assert (second.rows_inserted, second.rows_already_present) == (inserted, present)
     entry = find_ledger_entry(spark, spec.name, "app", 1)
     assert entry is not None
     assert entry.rows_already_present == present
-    audit = audit_commit(spark, spec, "app", 1, second.version)
+    audit = audit_commit(TableWriter(spark, spec, "app"), 1, second.version)
     assert (audit.status, audit.sample_keys) == (
         ("failed", ("e3",)) if resent_copies == 2 else ("passed", ())
     )
@@ -66,9 +67,9 @@ def test_a_resend_in_a_later_batch(
 
 def test_table_scope_matches_other_app_ids(spark: SparkSession, make_table: MakeTable) -> None:
     spec = scoped(make_table, "table")
-    commit_batch(spark, spec, "old-app", 0, events(spark, [1, 2]))
+    commit_batch(TableWriter(spark, spec, "old-app"), 0, events(spark, [1, 2]))
 
-    commit_batch(spark, spec, "new-app", 0, events(spark, [1, 2, 3]))
+    commit_batch(TableWriter(spark, spec, "new-app"), 0, events(spark, [1, 2, 3]))
 
     assert copies(spark, spec) == {"e1": 1, "e2": 1, "e3": 1}
 
@@ -77,14 +78,14 @@ def test_a_resend_older_than_the_window_is_not_matched(
     spark: SparkSession, make_table: MakeTable
 ) -> None:
     spec = scoped(make_table, "window")
-    commit_batch(spark, spec, "app", 0, events(spark, [1, 2]))
+    commit_batch(TableWriter(spark, spec, "app"), 0, events(spark, [1, 2]))
     late = events(spark, [1]).unionByName(events(spark, [50], day=30))
 
-    result = commit_batch(spark, spec, "app", 1, late)
+    result = commit_batch(TableWriter(spark, spec, "app"), 1, late)
 
     assert result.rows_inserted == 2
     assert copies(spark, spec)["e1"] == 2
     # The MERGE let the old resend through; the post-commit audit, not bounded by the window,
     # flags it.
-    audit = audit_commit(spark, spec, "app", 1, result.version)
+    audit = audit_commit(TableWriter(spark, spec, "app"), 1, result.version)
     assert (audit.status, audit.sample_keys) == ("failed", ("e1",))

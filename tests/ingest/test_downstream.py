@@ -25,7 +25,7 @@ import pytest
 from pyspark.sql import SparkSession
 from typer.testing import CliRunner
 
-from ingest.cli import app
+from ingest.cli.commands import app
 from tests.support.processes import child_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.downstream]

@@ -14,7 +14,7 @@ import pytest
 from py4j.protocol import Py4JNetworkError
 from pyspark.errors.exceptions.connect import SparkConnectGrpcException
 
-from ingest.commit import error_kind_of
+from ingest.commit.merge import error_kind_of
 from tables.errors import (
     CommitConflictError,
     CommitOutcomeUnknownError,

@@ -24,14 +24,16 @@ from pathlib import Path
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
-from ingest.commit import BatchResult, commit_batch
+from ingest.commit import commit_batch
+from ingest.commit.batch_result import BatchResult
 from ingest.config import PipelineSpec
 from ingest.runner import run_pipeline
 from ingest.sources import FileSource
-from tables.catalog import table_detail
+from tables.delta.history import read_ledger, table_version
+from tables.delta.markers import committed_batch, committed_batches
+from tables.delta.table import table_detail
+from tables.delta.writer import TableWriter
 from tables.errors import CheckpointLostError, DamagedLogError, SchemaMismatchError
-from tables.log import read_ledger, table_version
-from tables.markers import committed_batch, committed_batches
 from tables.spec import TableSpec
 from tests.support.delta_cache import clear_log_cache
 from tests.support.processes import child_env
@@ -71,7 +73,8 @@ def test_unknown_outcome_on_a_tenth_of_batches_is_read_back_from_the_log(
     monkeypatch.setenv("LAKEHOUSE_FAULT_SEED", "5")
     batches = 12 * REPEAT
     results = [
-        commit_batch(spark, spec, "app", b, events(spark, b * 10, 10)) for b in range(batches)
+        commit_batch(TableWriter(spark, spec, "app"), b, events(spark, b * 10, 10))
+        for b in range(batches)
     ]
     monkeypatch.delenv("LAKEHOUSE_FAULT")
 
@@ -82,7 +85,10 @@ def test_unknown_outcome_on_a_tenth_of_batches_is_read_back_from_the_log(
     assert committed_batch(spark, spec.name, "app") == batches - 1
     assert batch_entries(spark, spec.name, "app") == list(range(batches))
     last = batches - 1
-    again = [commit_batch(spark, spec, "app", b, events(spark, b * 10, 10)) for b in (0, last)]
+    again = [
+        commit_batch(TableWriter(spark, spec, "app"), b, events(spark, b * 10, 10))
+        for b in (0, last)
+    ]
     assert [r.status for r in again] == ["skipped", "skipped"]
 
 
@@ -179,7 +185,7 @@ def zombie_round(
         writer.stop_group()
     stalled = writer.wait_stopped()
     b_results = [
-        commit_batch(spark, spec, "zombie-app", batch, events(spark, batch * 10, 10))
+        commit_batch(TableWriter(spark, spec, "zombie-app"), batch, events(spark, batch * 10, 10))
         for batch in (k, k + 1)
     ]
     b_commits = sum(r.status == "committed" for r in b_results)
@@ -282,7 +288,9 @@ def test_concurrent_writers_with_distinct_app_ids(
             for b in range(batches):
                 first = (w * batches + b) * 25
                 results.append(
-                    commit_batch(spark, spec, f"writer-{w}", b, events(spark, first, 25))
+                    commit_batch(
+                        TableWriter(spark, spec, f"writer-{w}"), b, events(spark, first, 25)
+                    )
                 )
         except BaseException as exc:
             errors.append(exc)
@@ -356,7 +364,7 @@ def fresh_marker(spark: SparkSession, table: str, app_id: str) -> int | None:
 def checkpointed_table(spark: SparkSession, make_table: MakeTable) -> tuple[TableSpec, Path]:
     spec = make_table(properties={"delta.checkpointInterval": "2"})
     for b in range(3):
-        commit_batch(spark, spec, "app", b, events(spark, b * 5, 5))
+        commit_batch(TableWriter(spark, spec, "app"), b, events(spark, b * 5, 5))
     log = Path(table_detail(spark, spec.name).location.removeprefix("file:")) / "_delta_log"
     assert sorted(log.glob("*.checkpoint.parquet")), "the table has no Delta checkpoint"
     return spec, log
@@ -382,7 +390,7 @@ def test_truncated_newest_checkpoint_is_named_and_its_removal_recovers(
     # names the file.
     assert fresh_marker(spark, spec.name, "app") == 2
     with pytest.raises(DamagedLogError, match=re.escape(newest.name)):
-        commit_batch(spark, spec, "app", 3, events(spark, 15, 5))
+        commit_batch(TableWriter(spark, spec, "app"), 3, events(spark, 15, 5))
     (log / "_last_checkpoint").unlink()
     newest.unlink()
     newest.with_name(f".{newest.name}.crc").unlink(missing_ok=True)
@@ -437,5 +445,5 @@ def test_schema_drift_in_a_batch_frame_fails_before_any_write(
     for name, ddl in drifted.items():
         frame = spark.createDataFrame([], ddl)
         with pytest.raises(SchemaMismatchError):
-            commit_batch(spark, spec, name, 0, frame)
+            commit_batch(TableWriter(spark, spec, name), 0, frame)
     assert table_version(spark, spec.name) == 0

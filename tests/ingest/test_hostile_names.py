@@ -22,7 +22,7 @@ import typer.testing
 from pyspark.sql import SparkSession
 from typer.testing import CliRunner, Result
 
-from ingest.cli import app
+from ingest.cli.commands import app
 from ingest.config import parse_config
 from tables.errors import ConfigError, ConfigFileError
 from tables.identifiers import (
@@ -199,17 +199,17 @@ def no_spark(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
     process where the session-scoped test session is already up, a command that reached it
     would reuse that session, so the spy (not the JVM) is what tells.
     """
-    import tables.session
+    import tables.engine.session
 
     calls: list[Any] = []
-    real = tables.session.get_spark
+    real = tables.engine.session.get_spark
 
     def spy(*args: Any, **kwargs: Any) -> Any:
         calls.append((args, kwargs))
         return real(*args, **kwargs)
 
     active_before = SparkSession.getActiveSession()
-    monkeypatch.setattr(tables.session, "get_spark", spy)
+    monkeypatch.setattr(tables.engine.session, "get_spark", spy)
     yield calls
     if active_before is None:
         assert SparkSession.getActiveSession() is None

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from ingest.admin.replay import plan_replay, replay_batch
+from ingest.admin.replay import ReplayOptions, plan_replay, replay_batch
 from ingest.config import PipelineSpec
 from ingest.isolation import (
     Culprit,
@@ -31,9 +31,10 @@ from ingest.isolation import (
 from ingest.runner import run_pipeline
 from ingest.sources import FileSource
 from ingest.sources.long_lines import recorded_form
+from tables.delta.history import read_ledger
+from tables.delta.writer import TableWriter
 from tables.errors import ReaderCrashedError
 from tables.faults import CRASH_MARKER, RECORD_CRASH_ENV
-from tables.log import read_ledger
 from tables.spec import TableSpec
 
 MakeTable = Callable[..., TableSpec]
@@ -121,6 +122,8 @@ def test_a_record_that_crashes_the_reader_is_quarantined_and_the_rest_lands_exac
     assert not (tmp_path / "checkpoint" / "lakehouse" / "isolation.json").exists()
 
     (plan,) = plan_replay(spark, spec, "poison", 0, 0, job.source)
-    replayed = replay_batch(spark, spec, plan, dry_run=True)
+    replayed = replay_batch(
+        TableWriter(spark, spec, plan.entry.meta.app_id), plan, ReplayOptions(dry_run=True)
+    )
 
     assert (replayed.rows_source, replayed.rows_rejected) == (41, 1)

@@ -20,8 +20,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import DoubleType, StringType, StructField, StructType
 
 from ingest.commit import commit_batch
+from ingest.commit.options import CommitOptions
 from ingest.config import PipelineSpec
-from ingest.runner import run_pipeline
+from ingest.runner import RunOptions, run_pipeline
 from ingest.sources.kafka import KafkaSource, redact_options
 from ingest.sources.kafka_read import (
     KAFKA_COLUMNS,
@@ -31,10 +32,11 @@ from ingest.sources.kafka_read import (
     read_kafka_stream,
 )
 from ingest.sources.offsets import are_contiguous, gaps, merge_ranges, next_offsets
-from quality.malformed import CORRUPT_COLUMN
+from quality.records import CORRUPT_COLUMN
+from tables.delta.history import read_ledger
+from tables.delta.writer import TableWriter
+from tables.engine.jvm import gateway
 from tables.errors import CheckpointLostError, ConfigError, TerminalError
-from tables.jvm import gateway
-from tables.log import read_ledger
 from tables.record_rules import RecordRules
 from tables.spec import TableSpec, parse_struct
 from tests.support import kafka_broker
@@ -317,12 +319,10 @@ def test_a_kafka_batch_commits_with_its_offsets_and_no_secret_in_the_ledger(
     ranges = offset_ranges(batch)
 
     result = commit_batch(
-        spark,
-        spec,
-        "kafka-app",
+        TableWriter(spark, spec, "kafka-app"),
         0,
         batch.drop(*KAFKA_COLUMNS),
-        source={**source.describe(), "offsets": ranges},
+        CommitOptions(source={**source.describe(), "offsets": ranges}),
     )
 
     assert (result.status, result.rows_inserted, result.rows_quarantined) == ("committed", 3, 1)
@@ -512,8 +512,8 @@ def test_a_retrying_producer_and_a_lost_checkpoint_still_land_each_message_once(
     broker.produce(name, [event(i) for i in range(30, 40)], partition=0)
     with pytest.raises(CheckpointLostError, match=r"checkpoint .* is empty"):
         run_pipeline(spark, job, spec)
-    resumed = run_pipeline(spark, job, spec, resume_from_log=True)
-    again = run_pipeline(spark, job, spec, resume_from_log=True)
+    resumed = run_pipeline(spark, job, spec, RunOptions(resume_from_log=True))
+    again = run_pipeline(spark, job, spec, RunOptions(resume_from_log=True))
 
     assert len(report.results) >= 4
     assert sum(r.rows_already_present for r in report.results) == 3

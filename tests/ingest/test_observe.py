@@ -8,7 +8,7 @@ from pathlib import Path
 
 from prometheus_client import generate_latest
 
-from ingest.commit import BatchResult
+from ingest.commit.batch_result import BatchResult
 from ingest.observe.batch_log import BatchLog, batch_record
 from ingest.observe.facts import lag_seconds, source_facts, source_units
 from ingest.observe.metrics import BatchMetrics

@@ -12,17 +12,19 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 
 from ingest.commit import commit_batch
+from ingest.commit.options import CommitOptions
 from ingest.config import PipelineSpec
 from ingest.outcomes import audit_after_commit, outcomes_of, recover_outcomes
 from ingest.runner import run_pipeline
 from ingest.sources import FileSource
 from ingest.sources.file_read import raw_files
 from quality.audit import audit_table
-from quality.markers import batch_markers
-from quality.results import recent_results
-from tables.catalog import table_exists
-from tables.log import latest_ledger_entry, table_version
-from tables.markers import committed_batch
+from quality.check_results import recent_results
+from quality.marker_names import batch_markers
+from tables.delta.history import latest_ledger_entry, table_version
+from tables.delta.markers import committed_batch
+from tables.delta.table import table_exists
+from tables.delta.writer import TableWriter
 from tables.spec import TableSpec
 
 MakeTable = Callable[..., TableSpec]
@@ -38,8 +40,8 @@ def test_the_commit_carries_its_audit_decided_on_the_version_it_read(
     spark: SparkSession, make_table: MakeTable
 ) -> None:
     spec = make_table()
-    first = commit_batch(spark, spec, "app", 0, events(spark, ["a", "b"]))
-    second = commit_batch(spark, spec, "app", 1, events(spark, ["b", "c", "c"]))
+    first = commit_batch(TableWriter(spark, spec, "app"), 0, events(spark, ["a", "b"]))
+    second = commit_batch(TableWriter(spark, spec, "app"), 1, events(spark, ["b", "c", "c"]))
 
     entry = latest_ledger_entry(spark, spec.name)
     assert entry is not None
@@ -61,8 +63,8 @@ def test_an_audit_not_final_is_redone_on_the_committed_table(
 ) -> None:
     """A commit that landed after another one than the version its audit read is audited again."""
     spec = make_table()
-    commit_batch(spark, spec, "app", 0, events(spark, ["a"]))
-    result = commit_batch(spark, spec, "app", 1, events(spark, ["a", "b"]))
+    commit_batch(TableWriter(spark, spec, "app"), 0, events(spark, ["a"]))
+    result = commit_batch(TableWriter(spark, spec, "app"), 1, events(spark, ["a", "b"]))
     assert result.audit is not None
     assert result.read_version is not None
     stale = replace(
@@ -71,7 +73,7 @@ def test_an_audit_not_final_is_redone_on_the_committed_table(
         audit=replace(result.audit, status="passed", failing_keys=0, sample_keys=()),
     )
 
-    [audit] = audit_after_commit(spark, spec, stale)
+    [audit] = audit_after_commit(TableWriter(spark, spec, stale.app_id), stale)
 
     assert (audit.status, audit.failing_keys, audit.sample_keys) == ("failed", 1, ("a",))
 
@@ -93,8 +95,8 @@ def test_writers_racing_on_shared_keys_flag_every_duplicate(
         try:
             for n in range(6):
                 ids = [f"k{n}-{i}" for i in range(4)]
-                result = commit_batch(spark, spec, app, n, events(spark, ids))
-                for audit in audit_after_commit(spark, spec, result):
+                result = commit_batch(TableWriter(spark, spec, app), n, events(spark, ids))
+                for audit in audit_after_commit(TableWriter(spark, spec, result.app_id), result):
                     with lock:
                         flagged.extend(audit.sample_keys)
         except BaseException as exc:  # surfaced below, after both threads end
@@ -124,13 +126,28 @@ def test_a_rerun_batch_is_skipped_by_its_files_fingerprint_and_a_rewrite_is_hash
     frame = raw_files(spark, source, [str(data)])
 
     with source.stream_batch(frame, spec) as (rows, record):
-        committed = commit_batch(spark, spec, "app", 0, rows, source=record, raw_format="json")
+        committed = commit_batch(
+            TableWriter(spark, spec, "app"),
+            0,
+            rows,
+            CommitOptions(source=record, raw_format="json"),
+        )
     with source.stream_batch(frame, spec) as (rows, record):
-        again = commit_batch(spark, spec, "app", 0, rows, source=record, raw_format="json")
+        again = commit_batch(
+            TableWriter(spark, spec, "app"),
+            0,
+            rows,
+            CommitOptions(source=record, raw_format="json"),
+        )
     stat = data.stat()
     os.utime(data, ns=(stat.st_atime_ns, stat.st_mtime_ns + 5_000_000_000))
     with source.stream_batch(frame, spec) as (rows, record):
-        touched = commit_batch(spark, spec, "app", 0, rows, source=record, raw_format="json")
+        touched = commit_batch(
+            TableWriter(spark, spec, "app"),
+            0,
+            rows,
+            CommitOptions(source=record, raw_format="json"),
+        )
 
     assert committed.status == "committed"
     assert (again.status, again.note.endswith("same source fingerprint")) == ("skipped", True)
@@ -179,12 +196,12 @@ def test_outcomes_a_stopped_run_did_not_append_are_read_back_from_the_ledger(
 ) -> None:
     """Batches committed with no outcomes appended (the run stopped first) are recovered."""
     spec = make_table()
-    commit_batch(spark, spec, "app", 0, events(spark, ["a", "b"]))
-    commit_batch(spark, spec, "app", 1, events(spark, ["b"]))
+    commit_batch(TableWriter(spark, spec, "app"), 0, events(spark, ["a", "b"]))
+    commit_batch(TableWriter(spark, spec, "app"), 1, events(spark, ["b"]))
     outcomes = outcomes_of(spark, spec, "app")
 
-    recovered = recover_outcomes(spark, spec, "app", outcomes)
-    again = recover_outcomes(spark, spec, "app", outcomes)
+    recovered = recover_outcomes(TableWriter(spark, spec, "app"), outcomes)
+    again = recover_outcomes(TableWriter(spark, spec, "app"), outcomes)
 
     assert [(r.batch_id, r.status, r.failing_keys) for r in recovered] == [
         (0, "passed", 0),

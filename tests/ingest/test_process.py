@@ -69,7 +69,7 @@ def test_unreachable_jar_repository_is_one_clear_line(tmp_path: Path) -> None:
     )
     conf = {"spark.jars.ivySettings": str(settings), "spark.jars.ivy": str(tmp_path / "ivy")}
     script = (
-        "from tables.session import get_spark\n"
+        "from tables.engine.session import get_spark\n"
         "from tables.errors import SessionError\n"
         "try:\n"
         f"    get_spark({str(tmp_path / 'home')!r}, extra_conf={conf!r})\n"

@@ -11,12 +11,13 @@ import pytest
 from chispa import assert_df_equality
 from pyspark.sql import DataFrame, SparkSession
 
-from ingest.admin.replay import assert_sources_present, plan_replay, replay_batch
+from ingest.admin.replay import ReplayOptions, assert_sources_present, plan_replay, replay_batch
 from ingest.config import PipelineSpec
 from ingest.runner import run_pipeline
 from ingest.sources import FileSource
+from tables.delta.history import read_ledger, table_version
+from tables.delta.writer import TableWriter
 from tables.errors import InjectedFaultError, TerminalError
-from tables.log import read_ledger, table_version
 from tables.spec import TableSpec
 
 MakeTable = Callable[..., TableSpec]
@@ -55,7 +56,9 @@ def test_replay_restores_exactly_the_deleted_rows(
     spark.sql(f"DELETE FROM {spec.name} WHERE _lh_batch_id = 1 AND event_id IN ('e1-3', 'e1-7')")
 
     plans = plan_replay(spark, spec, "land", 0, 1, job.source)
-    results = [replay_batch(spark, spec, plan) for plan in plans]
+    results = [
+        replay_batch(TableWriter(spark, spec, plan.entry.meta.app_id), plan) for plan in plans
+    ]
 
     assert [(r.batch_id, r.rows_restored, r.rows_already_present) for r in results] == [
         (0, 0, 10),
@@ -82,7 +85,9 @@ def test_replay_of_intact_batches_changes_no_row(
     snapshot = before.collect()
 
     for plan in plan_replay(spark, spec, "land", 0, None, job.source):
-        assert replay_batch(spark, spec, plan).rows_restored == 0
+        assert (
+            replay_batch(TableWriter(spark, spec, plan.entry.meta.app_id), plan).rows_restored == 0
+        )
 
     assert_df_equality(
         spark.table(spec.name),
@@ -99,7 +104,7 @@ def test_dry_run_writes_nothing(spark: SparkSession, make_table: MakeTable, tmp_
     version = table_version(spark, spec.name)
 
     [first, _] = [
-        replay_batch(spark, spec, p, dry_run=True)
+        replay_batch(TableWriter(spark, spec, p.entry.meta.app_id), p, ReplayOptions(dry_run=True))
         for p in plan_replay(spark, spec, "land", 0, 1, job.source)
     ]
 
@@ -136,7 +141,9 @@ def test_replace_rewrites_a_batch_in_one_commit(
     version = table_version(spark, spec.name)
 
     [plan] = plan_replay(spark, spec, "land", 1, 1, job.source)
-    result = replay_batch(spark, spec, plan, mode="replace")
+    result = replay_batch(
+        TableWriter(spark, spec, plan.entry.meta.app_id), plan, ReplayOptions(mode="replace")
+    )
 
     assert (result.rows_restored, result.rows_deleted, result.version) == (1, 1, version + 1)
     assert_df_equality(
@@ -166,7 +173,9 @@ def test_replace_is_atomic_around_a_crash(
     monkeypatch.setenv("LAKEHOUSE_FAULT", f"{fault}:raise")
 
     with pytest.raises(InjectedFaultError):
-        replay_batch(spark, spec, plan, mode="replace")
+        replay_batch(
+            TableWriter(spark, spec, plan.entry.meta.app_id), plan, ReplayOptions(mode="replace")
+        )
 
     ids = {r["event_id"] for r in spark.table(spec.name).where("_lh_batch_id = 1").collect()}
     new = {f"e1-{i}" for i in range(10)}
@@ -203,7 +212,9 @@ def test_replay_reads_a_file_whose_name_spark_escapes(
 
     plans = plan_replay(spark, spec, "odd", 0, 0, job.source)
     assert_sources_present(spark, plans)
-    [result] = [replay_batch(spark, spec, plan) for plan in plans]
+    [result] = [
+        replay_batch(TableWriter(spark, spec, plan.entry.meta.app_id), plan) for plan in plans
+    ]
 
     assert (result.rows_source, result.rows_restored, result.rows_already_present) == (3, 1, 2)
     assert sorted(r["event_id"] for r in spark.table(spec.name).collect()) == ["e0", "e1", "e2"]

@@ -18,17 +18,17 @@ from pyspark.sql import SparkSession
 from typer.testing import CliRunner
 
 from ingest.admin.apps import is_reset_ruled_out, pending_reset, recorded_moves, reset_app
-from ingest.cli import app
+from ingest.cli.commands import app
 from ingest.config import PipelineSpec
 from ingest.runner import run_pipeline
 from ingest.sources import FileSource
-from quality.markers import batch_markers
-from quality.results import quality_table_name
+from quality.check_results import quality_table_name
+from quality.marker_names import batch_markers
+from tables.delta.commits import commit_markers
+from tables.delta.ledger import CommitKind, CommitMetadata, LedgerEntry, admin_metadata
+from tables.delta.markers import committed_batch
 from tables.errors import InjectedFaultError
 from tables.faults import ENV_VAR
-from tables.ledger import CommitKind, CommitMetadata, LedgerEntry
-from tables.log import admin_metadata, commit_markers
-from tables.markers import committed_batch
 from tables.spec import BATCH_ID_COLUMN, TableSpec
 from tests.support.jobs import spark_jobs
 
@@ -236,10 +236,10 @@ def test_a_reset_cut_short_is_found_behind_another_apps_commit(
 def test_a_reset_target_below_minus_one_is_refused_before_spark(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import tables.session
+    import tables.engine.session
 
     asked: list[object] = []
-    monkeypatch.setattr(tables.session, "get_spark", lambda *a, **k: asked.append(a))
+    monkeypatch.setattr(tables.engine.session, "get_spark", lambda *a, **k: asked.append(a))
     monkeypatch.chdir(tmp_path)
 
     result = runner.invoke(app, ["reset-app", "events", "--app-id", "p", "--to-batch", "-5"])

@@ -13,11 +13,12 @@ import pytest
 from pyspark.sql import SparkSession
 
 from ingest.config import PipelineSpec
-from ingest.runner import run_pipeline
+from ingest.observe.observer import RunObserver
+from ingest.runner import RunOptions, run_pipeline
 from ingest.sources import FileSource
+from tables.delta.history import read_ledger
+from tables.delta.markers import committed_batch
 from tables.errors import CheckpointLostError
-from tables.log import read_ledger
-from tables.markers import committed_batch
 from tables.spec import TableSpec
 
 MakeTable = Callable[..., TableSpec]
@@ -173,12 +174,13 @@ def test_processing_time_trigger_runs_until_stopped(
     seen = threading.Event()
     reports = []
 
-    def on_audit(audit: object) -> None:
-        if spark.table(spec.name).count() >= 10:
-            seen.set()
+    class Watch(RunObserver):
+        def audited(self, audit: object) -> None:
+            if spark.table(spec.name).count() >= 10:
+                seen.set()
 
     def run() -> None:
-        reports.append(run_pipeline(spark, job, spec, trigger="1 second", on_audit=on_audit))
+        reports.append(run_pipeline(spark, job, spec, RunOptions(trigger="1 second"), Watch()))
 
     thread = threading.Thread(target=run)
     thread.start()

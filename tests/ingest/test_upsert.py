@@ -14,9 +14,11 @@ from pyspark.sql import DataFrame, SparkSession
 
 from ingest.admin.verify import is_reconciled
 from ingest.commit import commit_batch
+from ingest.commit.options import CommitOptions
+from tables.delta.history import find_ledger_entry, read_ledger
+from tables.delta.writer import TableWriter
 from tables.errors import ConfigError
 from tables.faults import InjectedFaultError
-from tables.log import find_ledger_entry, read_ledger
 from tables.spec import TableSpec
 
 pytestmark = pytest.mark.downstream
@@ -94,8 +96,8 @@ def test_newest_version_wins_within_and_across_batches(
     first = [("a", "a1", 1, "c"), ("a", "a3", 3, "u"), ("a", "a2", 2, "u"), ("b", "b1", 1, "c")]
     second = [("a", "old", 2, "u"), ("b", "b5", 5, "u"), ("c", "c1", 1, "c")]
 
-    one = commit_batch(spark, spec, "app", 0, records(spark, first))
-    two = commit_batch(spark, spec, "app", 1, records(spark, second))
+    one = commit_batch(TableWriter(spark, spec, "app"), 0, records(spark, first))
+    two = commit_batch(TableWriter(spark, spec, "app"), 1, records(spark, second))
 
     assert (one.rows_read, one.rows_inserted, one.rows_ignored_older) == (4, 2, 2)
     assert (two.rows_inserted, two.rows_updated, two.rows_ignored_older) == (1, 1, 1)
@@ -117,7 +119,8 @@ def test_deletes_remove_keys_and_a_late_older_version_does_not_bring_one_back(
         [("a", "again", 6, "c")],
     ]
     results = [
-        commit_batch(spark, spec, "app", i, records(spark, b)) for i, b in enumerate(batches)
+        commit_batch(TableWriter(spark, spec, "app"), i, records(spark, b))
+        for i, b in enumerate(batches)
     ]
 
     assert results[1].rows_deleted == 1
@@ -135,12 +138,12 @@ def test_a_replayed_or_resent_batch_changes_nothing(
 ) -> None:
     spec = upsert_table(make_table)
     batch = [("a", "a1", 1, "c"), ("b", "b1", 1, "c")]
-    commit_batch(spark, spec, "app", 0, records(spark, batch))
-    commit_batch(spark, spec, "app", 1, records(spark, [("a", "a2", 2, "u")]))
+    commit_batch(TableWriter(spark, spec, "app"), 0, records(spark, batch))
+    commit_batch(TableWriter(spark, spec, "app"), 1, records(spark, [("a", "a2", 2, "u")]))
     versions = len(read_ledger(spark, spec.name))
 
-    replay = commit_batch(spark, spec, "app", 1, records(spark, [("a", "a2", 2, "u")]))
-    resend = commit_batch(spark, spec, "other", 0, records(spark, batch))
+    replay = commit_batch(TableWriter(spark, spec, "app"), 1, records(spark, [("a", "a2", 2, "u")]))
+    resend = commit_batch(TableWriter(spark, spec, "other"), 0, records(spark, batch))
 
     assert replay.status == "skipped"
     assert len(read_ledger(spark, spec.name)) == versions + 1  # the resend's own entry
@@ -160,7 +163,7 @@ def test_ambiguous_and_unordered_versions_go_to_quarantine_with_a_reason(
         ("c", "c1", 1, "c"),
     ]
 
-    result = commit_batch(spark, spec, "app", 0, records(spark, batch))
+    result = commit_batch(TableWriter(spark, spec, "app"), 0, records(spark, batch))
 
     assert (result.rows_quarantined, result.rows_duplicate_in_batch) == (2, 1)
     reasons = sorted(r[0] for r in spark.table(spec.quarantine_name).select("_lh_reason").collect())
@@ -178,20 +181,30 @@ def test_a_failure_around_the_write_is_resolved_exactly_once(
     spec = upsert_table(make_table)
     first = [("a", "a1", 1, "c"), ("b", "b1", 1, "c")]
     second = [("a", "a1", 2, "d"), ("b", "b2", 2, "u"), ("c", "c1", 1, "c")]
-    commit_batch(spark, spec, "app", 0, records(spark, first))
+    commit_batch(TableWriter(spark, spec, "app"), 0, records(spark, first))
 
     monkeypatch.setenv("LAKEHOUSE_FAULT", f"{point}:raise@1")
     if point == "before_write":
         with pytest.raises(InjectedFaultError):
-            commit_batch(spark, spec, "app", 1, records(spark, second), max_attempts=1)
+            commit_batch(
+                TableWriter(spark, spec, "app"),
+                1,
+                records(spark, second),
+                CommitOptions(max_attempts=1),
+            )
         assert table_state(spark, spec.name) == expected_state([first])
         tombstones = spark.table(spec.tombstones_name).select("id", "seq").collect()
         assert [(r["id"], r["seq"]) for r in tombstones] == [("a", 2)]
     else:
-        landed = commit_batch(spark, spec, "app", 1, records(spark, second), max_attempts=1)
+        landed = commit_batch(
+            TableWriter(spark, spec, "app"),
+            1,
+            records(spark, second),
+            CommitOptions(max_attempts=1),
+        )
         assert "confirmed from the log" in landed.note
     monkeypatch.delenv("LAKEHOUSE_FAULT")
-    again = commit_batch(spark, spec, "app", 1, records(spark, second))
+    again = commit_batch(TableWriter(spark, spec, "app"), 1, records(spark, second))
 
     assert again.status == ("committed" if point == "before_write" else "skipped")
     assert table_state(spark, spec.name) == expected_state([first, second])
@@ -222,12 +235,17 @@ def test_random_out_of_order_stream_with_failures_matches_the_independent_fold(
     for batch_id, batch in enumerate(batches):
         while True:
             try:
-                commit_batch(spark, spec, "app", batch_id, records(spark, batch), max_attempts=1)
+                commit_batch(
+                    TableWriter(spark, spec, "app"),
+                    batch_id,
+                    records(spark, batch),
+                    CommitOptions(max_attempts=1),
+                )
                 break
             except InjectedFaultError:
                 failures += 1
         if batch_id % 3 == 0:
-            replay = commit_batch(spark, spec, "app", batch_id, records(spark, batch))
+            replay = commit_batch(TableWriter(spark, spec, "app"), batch_id, records(spark, batch))
             assert replay.status == "skipped"
 
     assert failures > 0
@@ -247,15 +265,11 @@ def test_an_empty_batch_and_a_rule_that_is_null_change_nothing_silently(
     spark: SparkSession, make_table: MakeTable
 ) -> None:
     spec = upsert_table(make_table)
-    commit_batch(spark, spec, "app", 0, records(spark, [("a", "a1", 1, "c")]))
+    commit_batch(TableWriter(spark, spec, "app"), 0, records(spark, [("a", "a1", 1, "c")]))
 
-    empty = commit_batch(spark, spec, "app", 1, records(spark, []))
+    empty = commit_batch(TableWriter(spark, spec, "app"), 1, records(spark, []))
     unknown_op = commit_batch(
-        spark,
-        spec,
-        "app",
-        2,
-        records(spark, [("a", "a2", 2, None)]),  # type: ignore[list-item]
+        TableWriter(spark, spec, "app"), 2, records(spark, [("a", "a2", 2, None)])
     )
 
     assert empty.status == "empty"
@@ -270,7 +284,7 @@ def test_a_delete_rule_that_cannot_run_is_one_line_naming_the_key(
     for rule, reason in (("nope = 'd'", "cannot use"), ("seq + 1", "not a condition")):
         spec = upsert_table(make_table, delete_when=rule)
         with pytest.raises(ConfigError) as caught:
-            commit_batch(spark, spec, "app", 0, records(spark, [("a", "a1", 1, "c")]))
+            commit_batch(TableWriter(spark, spec, "app"), 0, records(spark, [("a", "a1", 1, "c")]))
         message = str(caught.value)
         assert "delete_when" in message
         assert reason in message

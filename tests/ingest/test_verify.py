@@ -20,9 +20,11 @@ from ingest.admin.verify import (
     marker_findings,
     verify_table,
 )
-from ingest.cli import app
+from ingest.cli.commands import app
 from ingest.commit import commit_batch
-from tables.log import admin_metadata, commit_markers
+from tables.delta.commits import commit_markers
+from tables.delta.ledger import admin_metadata
+from tables.delta.writer import TableWriter
 from tables.spec import TableSpec
 from tests.support.processes import run_lakehouse
 
@@ -137,8 +139,10 @@ def rows(spark: SparkSession, ids: list[str | None]) -> DataFrame:
 
 def test_a_ledger_gap_is_found(spark: SparkSession, make_table: MakeTable) -> None:
     spec = make_table()
-    commit_batch(spark, spec, "a", 0, rows(spark, ["x"]))
-    commit_batch(spark, spec, "a", 3, rows(spark, ["y"]))  # batches 1 and 2 never committed
+    commit_batch(TableWriter(spark, spec, "a"), 0, rows(spark, ["x"]))
+    commit_batch(
+        TableWriter(spark, spec, "a"), 3, rows(spark, ["y"])
+    )  # batches 1 and 2 never committed
 
     verdict = verify_table(spark, spec)
 
@@ -148,8 +152,8 @@ def test_a_ledger_gap_is_found(spark: SparkSession, make_table: MakeTable) -> No
 
 def test_a_moved_marker_is_found(spark: SparkSession, make_table: MakeTable) -> None:
     spec = make_table()
-    commit_batch(spark, spec, "a", 0, rows(spark, ["x", None]))  # one row rejected
-    commit_batch(spark, spec, "a", 1, rows(spark, ["y"]))
+    commit_batch(TableWriter(spark, spec, "a"), 0, rows(spark, ["x", None]))  # one row rejected
+    commit_batch(TableWriter(spark, spec, "a"), 1, rows(spark, ["y"]))
     assert verify_table(spark, spec).passed
     commit_markers(
         spark, spec.quarantine_name, {"a": 6}, admin_metadata("a", 6, "reset", {"by": "test"})
@@ -163,7 +167,7 @@ def test_a_moved_marker_is_found(spark: SparkSession, make_table: MakeTable) -> 
 
 def test_rows_deleted_by_hand_are_found(spark: SparkSession, make_table: MakeTable) -> None:
     spec = make_table()
-    commit_batch(spark, spec, "a", 0, rows(spark, ["x", "y", None]))
+    commit_batch(TableWriter(spark, spec, "a"), 0, rows(spark, ["x", "y", None]))
     spark.sql(f"DELETE FROM {spec.name} WHERE event_id = 'y'")
     spark.sql(f"DELETE FROM {spec.quarantine_name}")
 

@@ -15,11 +15,12 @@ from ingest.config import PipelineSpec
 from ingest.runner import run_pipeline
 from ingest.sources import FileSource
 from quality.audit import audit_commit, audit_table, repair_duplicates
-from quality.results import held_by, is_recorded, recent_results, record
-from tables import key_range
+from quality.check_results import held_by, is_recorded, recent_results, record
+from tables.delta.history import read_ledger
+from tables.delta.markers import read_markers
+from tables.delta.writer import TableWriter
+from tables.engine.clones import SessionClones
 from tables.errors import DuplicatesFoundError
-from tables.log import read_ledger
-from tables.markers import read_markers
 from tables.spec import TableSpec
 
 MakeTable = Callable[..., TableSpec]
@@ -33,9 +34,9 @@ def events(spark: SparkSession, ids: list[str]) -> DataFrame:
 
 def test_a_clean_commit_passes(spark: SparkSession, make_table: MakeTable) -> None:
     spec = make_table()
-    result = commit_batch(spark, spec, "app", 0, events(spark, ["a", "b", "a"]))
+    result = commit_batch(TableWriter(spark, spec, "app"), 0, events(spark, ["a", "b", "a"]))
 
-    audit = audit_commit(spark, spec, "app", 0, result.version)
+    audit = audit_commit(TableWriter(spark, spec, "app"), 0, result.version)
 
     assert (audit.status, audit.checked_keys, audit.failing_keys) == ("passed", 2, 0)
 
@@ -44,10 +45,10 @@ def test_a_key_landed_by_two_batches_fails_and_is_recorded_once(
     spark: SparkSession, make_table: MakeTable
 ) -> None:
     spec = make_table()
-    commit_batch(spark, spec, "app", 0, events(spark, ["a", "b"]))
-    result = commit_batch(spark, spec, "app", 1, events(spark, ["b", "c"]))
+    commit_batch(TableWriter(spark, spec, "app"), 0, events(spark, ["a", "b"]))
+    result = commit_batch(TableWriter(spark, spec, "app"), 1, events(spark, ["b", "c"]))
 
-    audit = audit_commit(spark, spec, "app", 1, result.version)
+    audit = audit_commit(TableWriter(spark, spec, "app"), 1, result.version)
     record(spark, [audit], txn=(f"audit.{spec.name}.app", 1))
     record(spark, [audit], txn=(f"audit.{spec.name}.app", 1))
 
@@ -76,16 +77,16 @@ def test_a_commit_hands_the_audit_its_key_bounds(
 ) -> None:
     """The bounds cover the valid rows only, and the audit given them agrees with one without."""
     spec = make_table()
-    commit_batch(spark, spec, "app", 0, events(spark, ["b", "c"]))
+    commit_batch(TableWriter(spark, spec, "app"), 0, events(spark, ["b", "c"]))
     rows = [("c", "u", 1.0), ("d", "u", 1.0), ("", "u", 1.0), ("zz", "u", None)]
     batch = spark.createDataFrame(rows, "event_id string, user_id string, amount double")
-    result = commit_batch(spark, spec, "app", 1, batch)
+    result = commit_batch(TableWriter(spark, spec, "app"), 1, batch)
 
     assert result.status == "committed"
     assert result.key_bounds == (("event_id", "c", "zz"),)
     bounds = {key: (low, high) for key, low, high in result.key_bounds}
-    given = audit_commit(spark, spec, "app", 1, result.version, bounds)
-    found = audit_commit(spark, spec, "app", 1, result.version)
+    given = audit_commit(TableWriter(spark, spec, "app"), 1, result.version, bounds)
+    found = audit_commit(TableWriter(spark, spec, "app"), 1, result.version)
 
     assert (given.status, given.checked_keys, given.failing_keys, given.sample_keys) == (
         "failed",
@@ -106,17 +107,17 @@ def test_a_commit_hands_the_audit_its_key_bounds(
 
 def test_a_skipped_batch_carries_no_bounds(spark: SparkSession, make_table: MakeTable) -> None:
     spec = make_table()
-    commit_batch(spark, spec, "app", 0, events(spark, ["a"]))
+    commit_batch(TableWriter(spark, spec, "app"), 0, events(spark, ["a"]))
 
-    again = commit_batch(spark, spec, "app", 0, events(spark, ["a"]))
+    again = commit_batch(TableWriter(spark, spec, "app"), 0, events(spark, ["a"]))
 
     assert (again.status, again.key_bounds) == ("skipped", ())
 
 
 def test_full_table_audit(spark: SparkSession, make_table: MakeTable) -> None:
     spec = make_table()
-    commit_batch(spark, spec, "x", 0, events(spark, ["a", "b"]))
-    commit_batch(spark, spec, "y", 0, events(spark, ["a", "c", "d"]))
+    commit_batch(TableWriter(spark, spec, "x"), 0, events(spark, ["a", "b"]))
+    commit_batch(TableWriter(spark, spec, "y"), 0, events(spark, ["a", "c", "d"]))
 
     audit = audit_table(spark, spec)
 
@@ -129,10 +130,10 @@ def test_the_audit_of_one_commit_reads_its_own_files_not_the_table(
     spec = make_table()
     for batch in range(12):
         ids = [f"k{batch:03d}-{i:03d}" for i in range(40)]
-        result = commit_batch(spark, spec, "app", batch, events(spark, ids))
+        result = commit_batch(TableWriter(spark, spec, "app"), batch, events(spark, ids))
     table_files = spark.sql(f"DESCRIBE DETAIL {spec.name}").first()["numFiles"]
 
-    audit = audit_commit(spark, spec, "app", 11, result.version)
+    audit = audit_commit(TableWriter(spark, spec, "app"), 11, result.version)
     full = audit_table(spark, spec)
 
     assert (audit.status, audit.checked_keys) == ("passed", 40)
@@ -147,14 +148,15 @@ def test_a_commit_carries_the_tables_key_range_to_the_next_audit(
 ) -> None:
     """Each commit widens the range it read by its batch; the next, outside it, reads nothing."""
     spec = make_table()
+    writer = TableWriter(spark, spec, "app")
     for batch in range(3):
         ids = [f"e{batch}{i}" for i in range(5)]
-        result = commit_batch(spark, spec, "app", batch, events(spark, ids))
+        result = commit_batch(writer, batch, events(spark, ids))
         assert result.audit is not None
         assert (result.audit.status, result.audit.files_read) == ("passed", 0)
     read = read_markers(spark, spec.name)
 
-    known = key_range.known_range(read.table_id, read.version, spec.keys)
+    known = writer.key_ranges.known(read.table_id, read.version, spec.keys)
 
     assert result.version == read.version
     assert known is not None
@@ -166,13 +168,13 @@ def test_another_writers_rows_between_two_commits_are_audited(
 ) -> None:
     """A commit this process did not make leaves the range unknown: the audit reads the table."""
     spec = make_table()
-    commit_batch(spark, spec, "app", 0, events(spark, ["e10", "e11"]))
+    commit_batch(TableWriter(spark, spec, "app"), 0, events(spark, ["e10", "e11"]))
     spark.sql(
         f"INSERT INTO {spec.name} (event_id, user_id, amount, _lh_app_id, _lh_batch_id, "
         "_lh_ingested_at) VALUES ('e25', 'other', 2.0, 'other', 0, current_timestamp())"
     )
 
-    result = commit_batch(spark, spec, "app", 1, events(spark, ["e25", "e26"]))
+    result = commit_batch(TableWriter(spark, spec, "app"), 1, events(spark, ["e25", "e26"]))
 
     assert result.audit is not None
     assert (result.audit.status, result.audit.sample_keys) == ("failed", ("e25",))
@@ -229,7 +231,7 @@ def test_fail_policy_holds_the_table_until_a_repair(
     assert spark.table(spec.name).where("event_id = 'z'").count() == 0
 
     audit = audit_table(spark, spec)
-    repaired = repair_duplicates(spark, spec, audit)
+    repaired = repair_duplicates(spark, spec, audit, SessionClones())
     record(spark, [audit, repaired], txn=None)
     report = run_pipeline(spark, job, spec)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from quality.audit import should_hold, should_repair
-from quality.results import CheckResult, CheckStatus, should_flush
+from quality.check_results import CheckResult, CheckStatus, should_flush
 
 
 def finding(status: CheckStatus, action: str | None) -> CheckResult:

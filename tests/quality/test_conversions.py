@@ -14,10 +14,13 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from ingest.commit import BatchResult, commit_batch
+from ingest.commit import commit_batch
+from ingest.commit.batch_result import BatchResult
+from ingest.commit.options import CommitOptions
 from ingest.sources.files import FileSource, read_files
 from quality.csv_records import file_records
 from quality.rescue import rescued_json
+from tables.delta.writer import TableWriter
 from tables.spec import TableSpec
 
 MakeTable = Callable[..., TableSpec]
@@ -33,7 +36,9 @@ def land(
     fmt = name.rsplit(".", 1)[1]
     source = FileSource(str(landing), fmt)  # type: ignore[arg-type]
     batch = read_files(spark, source, spec.data_schema(spark), [str(landing / name)])
-    return commit_batch(spark, spec, "conversions", 0, batch, raw_format=fmt)
+    return commit_batch(
+        TableWriter(spark, spec, "conversions"), 0, batch, CommitOptions(raw_format=fmt)
+    )
 
 
 def landed(spark: SparkSession, spec: TableSpec) -> dict[str, tuple[object, object]]:

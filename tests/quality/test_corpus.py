@@ -19,7 +19,7 @@ from pyspark.sql import SparkSession
 from ingest.config import PipelineSpec
 from ingest.runner import run_pipeline
 from ingest.sources import FileSource
-from tables.log import read_ledger
+from tables.delta.history import read_ledger
 from tables.spec import TableSpec
 from tests.support.corpus import (
     COLUMNS,

@@ -8,8 +8,10 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from ingest.commit import commit_batch
+from ingest.commit.options import CommitOptions
 from ingest.sources.files import FileSource, read_files
 from quality.csv_records import HEADER_NOT_UTF8, file_records
+from tables.delta.writer import TableWriter
 from tables.spec import TableSpec
 
 MakeTable = Callable[..., TableSpec]
@@ -39,7 +41,9 @@ def test_a_header_that_is_not_utf8_lands_nothing_and_keeps_every_record_exactly(
     files = [str(landing / "a.csv"), str(landing / "b.csv")]
     batch = read_files(spark, FileSource(str(landing), "csv"), spec.data_schema(spark), files)
 
-    result = commit_batch(spark, spec, "csv", 0, batch, raw_format="csv")
+    result = commit_batch(
+        TableWriter(spark, spec, "csv"), 0, batch, CommitOptions(raw_format="csv")
+    )
 
     assert (result.rows_read, result.rows_inserted, result.rows_quarantined) == (4, 1, 3)
     assert [r["id"] for r in spark.table(spec.name).collect()] == ["c"]
@@ -85,7 +89,9 @@ def test_a_csv_source_with_an_empty_quote_lands_quotes_as_text(
     source = FileSource(str(landing), "csv", {"Quote": ""})
     batch = read_files(spark, source, spec.data_schema(spark), [str(landing / "a.csv")])
 
-    result = commit_batch(spark, spec, "csv", 0, batch, raw_format="csv")
+    result = commit_batch(
+        TableWriter(spark, spec, "csv"), 0, batch, CommitOptions(raw_format="csv")
+    )
 
     assert (result.rows_read, result.rows_inserted, result.rows_quarantined) == (2, 1, 1)
     assert [(r["id"], r["name"]) for r in spark.table(spec.name).collect()] == [("a", '"x')]

@@ -10,16 +10,18 @@ from typing import Any
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
-from ingest.admin.replay import plan_replay, replay_batch
+from ingest.admin.replay import ReplayOptions, plan_replay, replay_batch
 from ingest.commit import commit_batch
+from ingest.commit.options import CommitOptions
 from ingest.config import PipelineSpec
-from ingest.runner import run_pipeline
+from ingest.runner import RunOptions, run_pipeline
 from ingest.sources import FileSource
+from quality.check_results import recent_results
 from quality.expectations import ExpectationGate, quarantine_reasons, should_stop
-from quality.results import recent_results
+from tables.delta.history import read_ledger
+from tables.delta.markers import committed_batch
+from tables.delta.writer import TableWriter
 from tables.errors import ExpectationFailedError, InjectedFaultError
-from tables.log import read_ledger
-from tables.markers import committed_batch
 from tables.spec import ExpectationSpec, TableSpec
 
 MakeTable = Callable[..., TableSpec]
@@ -60,7 +62,7 @@ def run_json(
         trigger="available-now",
         checkpoint=str(tmp_path / "checkpoint"),
     )
-    return run_pipeline(spark, job, spec, quality_dir=tmp_path / "gx")
+    return run_pipeline(spark, job, spec, RunOptions(quality_dir=tmp_path / "gx"))
 
 
 def event_ids(spark: SparkSession, table: str) -> list[str]:
@@ -160,11 +162,18 @@ def test_a_quarantining_batch_retried_after_a_crash_keeps_one_copy_of_each_row(
 
     monkeypatch.setenv("LAKEHOUSE_FAULT", "before_write:raise")
     with pytest.raises(InjectedFaultError):
-        commit_batch(spark, spec, "app", 0, frame(spark, batch), gate=gate, max_attempts=1)
+        commit_batch(
+            TableWriter(spark, spec, "app"),
+            0,
+            frame(spark, batch),
+            CommitOptions(gate=gate, max_attempts=1),
+        )
     assert spark.table(spec.quarantine_name).count() == 2
     assert spark.table(spec.name).count() == 0
     monkeypatch.delenv("LAKEHOUSE_FAULT")
-    result = commit_batch(spark, spec, "app", 0, frame(spark, batch), gate=gate)
+    result = commit_batch(
+        TableWriter(spark, spec, "app"), 0, frame(spark, batch), CommitOptions(gate=gate)
+    )
 
     assert (result.rows_inserted, result.rows_quarantined) == (8, 2)
     assert spark.table(spec.quarantine_name).count() == 2
@@ -180,7 +189,11 @@ def test_a_replay_of_a_quarantining_batch_leaves_one_copy_of_each_quarantined_ro
 
     source = FileSource(str(tmp_path / "landing"), "json")
     [plan] = plan_replay(spark, spec, "gx", 0, 0, source)
-    replayed = replay_batch(spark, spec, plan, gate=ExpectationGate(spec))
+    replayed = replay_batch(
+        TableWriter(spark, spec, plan.entry.meta.app_id),
+        plan,
+        ReplayOptions(gate=ExpectationGate(spec)),
+    )
 
     assert (replayed.rows_restored, replayed.rows_already_present) == (1, 7)
     assert replayed.rows_rejected == 2

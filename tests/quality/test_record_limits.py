@@ -16,13 +16,16 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from ingest.commit import BatchResult, commit_batch
+from ingest.commit import commit_batch
+from ingest.commit.batch_result import BatchResult
+from ingest.commit.options import CommitOptions
 from ingest.sources.files import FileSource, read_files
 from ingest.sources.kafka import KafkaSource
 from ingest.sources.kafka_read import KAFKA_COLUMNS, kafka_rows
 from quality.malformed import unparsed_reason
 from quality.records import CORRUPT_COLUMN
 from quality.rescue import parse_failure, parser_limit, rescued_json, top_level_members
+from tables.delta.writer import TableWriter
 from tables.record_rules import RecordRules
 from tables.spec import TableSpec, parse_struct
 from tests.support.shapes import MIB, SHAPE_SCHEMA, Shape, csv_shapes, json_shapes
@@ -78,7 +81,9 @@ def test_every_size_and_shape_meets_its_fate_from_a_json_file(
         spark, source, spec.data_schema(spark), [str(landing / "shapes.json")], spec.records
     )
 
-    result = commit_batch(spark, spec, "shapes", 0, batch, raw_format="json")
+    result = commit_batch(
+        TableWriter(spark, spec, "shapes"), 0, batch, CommitOptions(raw_format="json")
+    )
 
     assert counts(result) == expected_counts(shapes)
     assert_fates(spark, spec, shapes)
@@ -98,7 +103,9 @@ def test_every_size_and_shape_meets_the_same_fate_as_a_kafka_value(
     source = KafkaSource(bootstrap_servers="localhost:9092", topic="topic")
     batch = kafka_rows(frame, source, spec.data_schema(spark), spec.records).drop(*KAFKA_COLUMNS)
 
-    result = commit_batch(spark, spec, "kafka-shapes", 0, batch, raw_format="json")
+    result = commit_batch(
+        TableWriter(spark, spec, "kafka-shapes"), 0, batch, CommitOptions(raw_format="json")
+    )
 
     assert counts(result) == expected_counts(shapes)
     assert_fates(spark, spec, shapes)
@@ -115,7 +122,9 @@ def test_csv_records_long_quoted_fields_land_exactly_and_one_past_the_limit_is_q
     source = FileSource(str(landing), "csv")
     batch = read_files(spark, source, spec.data_schema(spark), [str(landing / "a.csv")])
 
-    result = commit_batch(spark, spec, "csv-shapes", 0, batch, raw_format="csv")
+    result = commit_batch(
+        TableWriter(spark, spec, "csv-shapes"), 0, batch, CommitOptions(raw_format="csv")
+    )
 
     assert counts(result) == (3, 2, 1)
     landed = {r["id"]: r["note"] for r in spark.table(spec.name).collect()}
@@ -142,7 +151,9 @@ def test_a_line_past_the_limit_is_never_read_and_the_rest_of_its_file_lands(
     batch = read_files(
         spark, FileSource(str(landing), "json"), spec.data_schema(spark), files, rules
     )
-    result = commit_batch(spark, spec, "long-lines", 0, batch, raw_format="json")
+    result = commit_batch(
+        TableWriter(spark, spec, "long-lines"), 0, batch, CommitOptions(raw_format="json")
+    )
 
     assert counts(result) == (6, 4, 2)
     assert sorted(r["id"] for r in spark.table(spec.name).collect()) == ["a1", "a2", "b1", "c1"]
@@ -188,7 +199,9 @@ def test_epoch_numbers_land_in_the_declared_unit_and_others_are_quarantined(
     source = KafkaSource(bootstrap_servers="localhost:9092", topic="topic")
     batch = kafka_rows(frame, source, spec.data_schema(spark), rules).drop(*KAFKA_COLUMNS)
 
-    result = commit_batch(spark, spec, "epochs", 0, batch, raw_format="json")
+    result = commit_batch(
+        TableWriter(spark, spec, "epochs"), 0, batch, CommitOptions(raw_format="json")
+    )
 
     assert counts(result) == (5, 2, 3)
     rows = spark.table(spec.name).select("id", F.col("ts").cast("string"), "_lh_rescued").collect()

@@ -13,8 +13,10 @@ import pytest
 from pyspark.sql import SparkSession
 
 from ingest.commit import commit_batch
+from ingest.commit.options import CommitOptions
 from ingest.sources.file_read import read_files
 from ingest.sources.files import FileSource
+from tables.delta.writer import TableWriter
 from tables.spec import TableSpec
 
 pytestmark = pytest.mark.slow
@@ -39,7 +41,9 @@ def test_a_huge_line_is_quarantined_and_the_rest_of_its_file_lands(
     source = FileSource(str(landing), "json")
 
     batch = read_files(spark, source, spec.data_schema(spark), [str(path)], spec.records)
-    result = commit_batch(spark, spec, "huge", 0, batch, raw_format="json")
+    result = commit_batch(
+        TableWriter(spark, spec, "huge"), 0, batch, CommitOptions(raw_format="json")
+    )
 
     assert (result.rows_read, result.rows_inserted, result.rows_quarantined) == (3, 2, 1)
     assert sorted(r["id"] for r in spark.table(spec.name).collect()) == ["after", "before"]

@@ -14,13 +14,17 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from ingest.commit import BatchResult, commit_batch
+from ingest.commit import commit_batch
+from ingest.commit.batch_result import BatchResult
+from ingest.commit.options import CommitOptions
 from ingest.sources.files import FileSource, read_files
 from quality.csv_records import file_records, split_fields, split_records
 from quality.rescue import rescued_json
-from tables.catalog import add_missing_columns, create_table, ensure_table
+from tables.delta.history import table_version
+from tables.delta.provision import ensure_table
+from tables.delta.table import add_missing_columns, create_table
+from tables.delta.writer import TableWriter
 from tables.errors import UnknownFieldsError
-from tables.log import table_version
 from tables.spec import LINEAGE_DDL, TableSpec, parse_struct
 
 MakeTable = Callable[..., TableSpec]
@@ -41,7 +45,9 @@ def land(
     path.write_bytes(data)
     source = FileSource(str(landing), fmt)  # type: ignore[arg-type]
     batch = read_files(spark, source, spec.data_schema(spark), [str(path)])
-    return commit_batch(spark, spec, "records", 0, batch, raw_format=fmt)
+    return commit_batch(
+        TableWriter(spark, spec, "records"), 0, batch, CommitOptions(raw_format=fmt)
+    )
 
 
 def table_rows(spark: SparkSession, spec: TableSpec) -> dict[str, tuple[object, ...]]:
@@ -167,7 +173,9 @@ def test_a_gzip_file_named_json_is_one_file_level_row_and_json_gz_is_decoded(
     files = [str(landing / "good.json.gz"), str(landing / "disguised.json")]
 
     batch = read_files(spark, source, spec.data_schema(spark), files)
-    result = commit_batch(spark, spec, "records", 0, batch, raw_format="json")
+    result = commit_batch(
+        TableWriter(spark, spec, "records"), 0, batch, CommitOptions(raw_format="json")
+    )
 
     assert (result.rows_read, result.rows_inserted, result.rows_quarantined) == (201, 200, 1)
     [(reason, raw, raw_bytes, where)] = quarantine_rows(spark, spec)
@@ -191,7 +199,9 @@ def test_a_line_starting_with_a_magic_number_inside_a_json_file_is_only_a_malfor
 
     def commit() -> BatchResult:
         batch = read_files(spark, source, spec.data_schema(spark), files)
-        return commit_batch(spark, spec, "records", 0, batch, raw_format="json")
+        return commit_batch(
+            TableWriter(spark, spec, "records"), 0, batch, CommitOptions(raw_format="json")
+        )
 
     result = commit()
 
@@ -295,7 +305,9 @@ def test_kafka_json_values_get_the_same_fates_as_file_lines(
     source = KafkaSource(bootstrap_servers="localhost:9092", topic="topic")
 
     batch = kafka_rows(frame, source, spec.data_schema(spark)).drop(*KAFKA_COLUMNS)
-    result = commit_batch(spark, spec, "kafka", 0, batch, raw_format="json")
+    result = commit_batch(
+        TableWriter(spark, spec, "kafka"), 0, batch, CommitOptions(raw_format="json")
+    )
 
     assert (result.rows_inserted, result.rows_quarantined) == (2, 2)
     assert table_rows(spark, spec) == {

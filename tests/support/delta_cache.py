@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pyspark.sql import SparkSession
 
-from tables.jvm import gateway
+from tables.engine.jvm import gateway
 
 
 def clear_log_cache(spark: SparkSession) -> None:

@@ -21,8 +21,8 @@ def main(argv: list[str]) -> int:
     stall_at = int(rest[0]) if rest else None
     from pyspark.sql import DataFrame
 
-    from tables.catalog import require_table
-    from tables.session import get_spark
+    from tables.delta.table import require_table
+    from tables.engine.session import get_spark
 
     spark = get_spark(home, app_name="downstream")
     require_table(spark, table)

@@ -13,7 +13,7 @@ Nothing is installed system-wide and nothing but Java and Maven is needed:
   inside the given Spark session's JVM (py4j), so they cost milliseconds instead of a JVM start
   each. The client JARs are the ones the Spark Kafka connector brings (`kafka-clients`).
 
-The JARs are cached like the Spark Kafka connector's (`tables/connectors.py`).
+The JARs are cached like the Spark Kafka connector's (`tables/engine/connectors.py`).
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tables.connectors import cache_root, dependency, maven_fetch
-from tables.jvm import gateway
+from tables.engine.connectors import cache_root, dependency, maven_fetch
+from tables.engine.jvm import gateway
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

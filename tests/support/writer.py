@@ -15,6 +15,7 @@ import dataclasses
 import json
 import sys
 
+from tables.delta.writer import TableWriter
 from tables.errors import LakehouseError, first_line
 
 SCHEMA = "event_id STRING NOT NULL, user_id STRING, amount DOUBLE"
@@ -25,7 +26,7 @@ def main(argv: list[str]) -> int:
     home, location, table, app_id, batch, first, count, *rest = argv
     tag = rest[0] if rest else "u"
     from ingest.commit import commit_batch
-    from tables.session import get_spark
+    from tables.engine.session import get_spark
     from tables.spec import TableSpec
 
     spark = get_spark(home, app_name="zombie-writer")
@@ -35,7 +36,7 @@ def main(argv: list[str]) -> int:
     frame = spark.createDataFrame(rows, "event_id STRING, user_id STRING, amount DOUBLE")
     print("ready", flush=True)
     try:
-        result = commit_batch(spark, spec, app_id, int(batch), frame)
+        result = commit_batch(TableWriter(spark, spec, app_id), int(batch), frame)
     except LakehouseError as exc:
         print(f"error: {exc.kind}: {type(exc).__name__}: {first_line(exc)}", flush=True)
         return 75 if exc.kind == "transient" else 1

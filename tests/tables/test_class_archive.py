@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tables.class_archive import (
+from tables.engine.class_archive import (
     ARCHIVE_ENV,
     ArchivePlan,
     archive_key,

@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from tables.class_archive import ARCHIVE_ENV
-from tables.connectors import CACHE_ENV, delta_classpath_file
+from tables.engine.class_archive import ARCHIVE_ENV
+from tables.engine.connectors import CACHE_ENV, delta_classpath_file
 from tests.support.processes import child_env
 
 pytestmark = pytest.mark.slow
 
 DRIVER = (
-    "import sys; from tables.session import get_spark; "
+    "import sys; from tables.engine.session import get_spark; "
     "print(get_spark(sys.argv[1]).range(3).count())"
 )
 SAVING = (

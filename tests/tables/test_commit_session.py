@@ -18,10 +18,12 @@ import pytest
 from pyspark.sql import SparkSession
 
 from ingest.commit import commit_batch
-from tables.clones import session_id, thread_clone
-from tables.jvm import gateway_process
-from tables.log import USER_METADATA_CONF, CommitMetadata, commit_session, merge_into
-from tables.log_reads import history_rows
+from tables.delta.commits import USER_METADATA_CONF, MergeStatement, commit_session, merge_into
+from tables.delta.history import history_rows
+from tables.delta.ledger import CommitMetadata
+from tables.delta.writer import TableWriter
+from tables.engine.clones import SessionClones, session_id
+from tables.engine.jvm import gateway_process
 from tables.spec import TableSpec
 
 TXN_APP_CONF = "spark.databricks.delta.write.txnAppId"
@@ -46,24 +48,27 @@ def test_a_thread_keeps_one_clone_per_session_whichever_wrapper_it_holds(
     wrapper = SparkSession(spark.sparkContext, spark._jsparkSession)  # as foreachBatch wraps
     other = spark.newSession()
 
+    clones = SessionClones()
+
     assert wrapper is not spark
     assert session_id(wrapper) == session_id(spark)
-    assert thread_clone(wrapper) is thread_clone(spark)
-    assert session_id(thread_clone(spark)) != session_id(spark)
-    assert thread_clone(other) is not thread_clone(spark)
+    assert clones.for_thread(wrapper) is clones.for_thread(spark)
+    assert session_id(clones.for_thread(spark)) != session_id(spark)
+    assert clones.for_thread(other) is not clones.for_thread(spark)
 
 
 def test_another_thread_commits_through_a_clone_of_its_own(spark: SparkSession) -> None:
+    clones = SessionClones()
     seen: list[SparkSession] = []
-    thread = threading.Thread(target=lambda: seen.append(thread_clone(spark)))
+    thread = threading.Thread(target=lambda: seen.append(clones.for_thread(spark)))
     thread.start()
     thread.join()
 
-    assert seen[0] is not thread_clone(spark)
+    assert seen[0] is not clones.for_thread(spark)
 
 
 def test_a_commits_confs_stay_on_the_clone_and_are_gone_after_it(spark: SparkSession) -> None:
-    with commit_session(spark, meta(1), {TXN_APP_CONF: "app"}) as session:
+    with commit_session(spark, SessionClones(), meta(1), {TXN_APP_CONF: "app"}) as session:
         assert session.conf.get(USER_METADATA_CONF) == meta(1).to_json()
         assert session.conf.get(TXN_APP_CONF) == "app"
         assert spark.conf.get(USER_METADATA_CONF, None) is None
@@ -74,7 +79,7 @@ def test_a_commits_confs_stay_on_the_clone_and_are_gone_after_it(spark: SparkSes
 
 def test_a_failed_commit_leaves_no_conf_on_the_clone(spark: SparkSession) -> None:
     try:
-        with commit_session(spark, meta(7), {TXN_APP_CONF: "app"}) as session:
+        with commit_session(spark, SessionClones(), meta(7), {TXN_APP_CONF: "app"}) as session:
             raise RuntimeError("the MERGE failed")
     except RuntimeError:
         pass
@@ -92,11 +97,13 @@ def test_merges_through_the_kept_clone_read_each_source_and_carry_only_their_own
 
     for n in range(3):
         source = spark.createDataFrame([(f"k{n}", n)], "k string, v int")
-        metrics = merge_into(spark, table, source, "t.k = s.k", clauses, meta(n))
+        metrics = merge_into(
+            MergeStatement(table, source, "t.k = s.k", clauses, meta(n)), SessionClones()
+        )
         assert metrics is not None
         assert metrics["num_inserted_rows"] == 1
     source = spark.createDataFrame([("k9", 9)], "k string, v int")
-    merge_into(spark, table, source, "t.k = s.k", clauses)
+    merge_into(MergeStatement(table, source, "t.k = s.k", clauses), SessionClones())
 
     assert sorted(r["k"] for r in spark.table(table).collect()) == ["k0", "k1", "k2", "k9"]
     entries = [r["userMetadata"] for r in history_rows(spark, table, None) if r["version"] > 0]
@@ -132,11 +139,12 @@ def test_a_run_of_merge_commits_leaves_no_session_behind_in_the_jvm(
 ) -> None:
     """Every `table`-dedup batch is a MERGE; a clone per commit left one session per batch."""
     spec = make_table(dedup="table")
+    writer = TableWriter(spark, spec, "app")  # one run's: its clones are kept
 
     def commit(batch_id: int) -> None:
         rows = [(f"k{batch_id}", "u", 1.0)]
         batch = spark.createDataFrame(rows, "event_id string, user_id string, amount double")
-        commit_batch(spark, spec, "app", batch_id, batch)
+        commit_batch(writer, batch_id, batch)
 
     commit(0)
     before = jvm_sessions(spark)
@@ -149,13 +157,14 @@ def test_a_run_of_merge_commits_leaves_no_session_behind_in_the_jvm(
 
 def test_a_change_to_the_sessions_confs_gets_a_clone_that_carries_it(spark: SparkSession) -> None:
     """Commits follow the session's confs as a fresh clone per commit did."""
-    kept = thread_clone(spark)
-    assert thread_clone(spark) is kept
+    clones = SessionClones()
+    kept = clones.for_thread(spark)
+    assert clones.for_thread(spark) is kept
     spark.conf.set("lakehouse.test.marker", "on")
     try:
-        fresh = thread_clone(spark)
+        fresh = clones.for_thread(spark)
         assert fresh is not kept
         assert fresh.conf.get("lakehouse.test.marker") == "on"
-        assert thread_clone(spark) is fresh
+        assert clones.for_thread(spark) is fresh
     finally:
         spark.conf.unset("lakehouse.test.marker")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pyspark.sql import SparkSession
 
-from tables.connectors import cached_delta_jars, driver_jars, resolved_jars
+from tables.engine.connectors import cached_delta_jars, driver_jars, resolved_jars
 
 
 def test_a_session_that_sets_spark_jars_still_names_the_resolved_delta_jars(

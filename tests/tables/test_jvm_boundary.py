@@ -1,7 +1,7 @@
 """The JVM boundary holds: PySpark's private attributes are read in one module only.
 
 Every other module goes through public Spark and Delta APIs so that it also runs over Spark
-Connect, or through `tables.jvm`, which refuses over Connect with one line.
+Connect, or through `tables.engine.jvm`, which refuses over Connect with one line.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("tables", "quality", "ingest")
 PRIVATE = re.compile(r"\._(jvm|jsparkSession|jsc|jdf|jconf|jsqlContext|jreader|jwrite|gateway)\b")
-BOUNDARY = Path("tables/jvm/__init__.py")
+BOUNDARY = Path("tables/engine/jvm/__init__.py")
 
 
 def private_uses() -> dict[Path, list[int]]:
@@ -40,7 +40,7 @@ def test_quality_and_ingest_reach_the_jvm_only_through_tables_jvm_or_public_apis
         for package in PACKAGES
         for path in (ROOT / package).rglob("*.py")
         if py4j.search(path.read_text(encoding="utf-8"))
-        and not path.relative_to(ROOT).as_posix().startswith("tables/jvm/")
+        and not path.relative_to(ROOT).as_posix().startswith("tables/engine/jvm/")
     ]
 
     assert offenders == []

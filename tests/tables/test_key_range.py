@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import date, datetime
 from decimal import Decimal
 
@@ -19,19 +19,19 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from tables import key_range
-from tables.jvm import delta
-from tables.key_range import KeyRange, are_keys_orderable, is_orderable, is_outside, widened
+from tables.delta import key_range
+from tables.delta.key_range import (
+    KeyRange,
+    KeyRanges,
+    are_keys_orderable,
+    is_orderable,
+    is_outside,
+    widened,
+)
+from tables.engine.jvm import delta
 from tables.spec import TableSpec
 
 MakeTable = Callable[..., TableSpec]
-
-
-@pytest.fixture(autouse=True)
-def _no_known_ranges() -> Iterator[None]:
-    key_range.forget_all()
-    yield
-    key_range.forget_all()
 
 
 def test_types_python_orders_as_spark_does() -> None:
@@ -66,10 +66,11 @@ def test_a_range_of_other_key_columns_or_types_decides_nothing() -> None:
     assert not is_outside(table, {"d": (datetime(2027, 1, 1), datetime(2027, 1, 2))})
     assert widened(table, {"e": (date(2027, 1, 1), date(2027, 1, 1))}, 4) is None
     assert widened(table, {"d": (datetime(2027, 1, 1), datetime(2027, 1, 2))}, 4) is None
-    key_range.remember(table)
-    assert key_range.known_range("id", 3, ("e",)) is None
-    key_range.carry("id", 3, 4, {"e": (date(2027, 1, 1), date(2027, 1, 1))})
-    assert key_range.known_range("id", 4, ("e",)) is None
+    ranges = KeyRanges()
+    ranges.remember(table)
+    assert ranges.known("id", 3, ("e",)) is None
+    ranges.carry("id", 3, 4, {"e": (date(2027, 1, 1), date(2027, 1, 1))})
+    assert ranges.known("id", 4, ("e",)) is None
 
 
 def test_a_range_widens_by_the_batch_and_keeps_its_table() -> None:
@@ -86,23 +87,26 @@ def test_a_range_widens_by_the_batch_and_keeps_its_table() -> None:
 
 
 def test_a_commit_carries_the_range_only_to_the_very_next_version() -> None:
-    key_range.remember(KeyRange("t1", 3, ("k",), {"k": (1, 2)}))
+    ranges = KeyRanges()
+    ranges.remember(KeyRange("t1", 3, ("k",), {"k": (1, 2)}))
 
-    key_range.carry("t1", 3, 5, {"k": (7, 9)})
-    assert key_range.known_range("t1", 5, ("k",)) is None
+    ranges.carry("t1", 3, 5, {"k": (7, 9)})
+    assert ranges.known("t1", 5, ("k",)) is None
 
-    key_range.carry("t1", 3, 4, {"k": (7, 9)})
-    assert key_range.known_range("t1", 4, ("k",)) == KeyRange("t1", 4, ("k",), {"k": (1, 9)})
-    assert key_range.known_range("t1", 3, ("k",)) is None
-    assert key_range.known_range("t2", 4, ("k",)) is None
-    assert key_range.known_range(None, 4, ("k",)) is None
+    ranges.carry("t1", 3, 4, {"k": (7, 9)})
+    assert ranges.known("t1", 4, ("k",)) == KeyRange("t1", 4, ("k",), {"k": (1, 9)})
+    assert ranges.known("t1", 3, ("k",)) is None
+    assert ranges.known("t2", 4, ("k",)) is None
+    assert ranges.known(None, 4, ("k",)) is None
 
-    key_range.remember(KeyRange("t1", 2, ("k",), {"k": (0, 0)}))
-    assert key_range.known_range("t1", 4, ("k",)) is not None
+    ranges.remember(KeyRange("t1", 2, ("k",), {"k": (0, 0)}))
+    assert ranges.known("t1", 4, ("k",)) is not None
 
 
 def _snapshot_range(spark: SparkSession, table: str) -> KeyRange | None:
-    return delta.read_snapshot(spark, table, lambda s: delta.stats_key_range(spark, s, ("k", "n")))
+    return delta.read_snapshot(
+        spark, table, lambda s: key_range.stats_range(delta.snapshot_files(spark, s), ("k", "n"))
+    )
 
 
 def test_the_range_comes_from_deltas_file_statistics(spark: SparkSession) -> None:
@@ -120,7 +124,7 @@ def test_the_range_comes_from_deltas_file_statistics(spark: SparkSession) -> Non
     assert found.version == 3
     assert found.bounds == {"k": ("e02", "e07"), "n": (-4, 9)}
     dates = delta.read_snapshot(
-        spark, "kr_stats", lambda s: delta.stats_key_range(spark, s, ("d",))
+        spark, "kr_stats", lambda s: key_range.stats_range(delta.snapshot_files(spark, s), ("d",))
     )
     assert dates is not None
     assert dates.bounds == {"d": (date(2026, 1, 1), date(2026, 1, 2))}
@@ -144,6 +148,8 @@ def test_a_range_the_statistics_cannot_vouch_for_is_left_to_delta(
     spark.sql(f"CREATE TABLE {name} ({ddl}) USING delta{extra}")
     spark.sql(f"INSERT INTO {name} VALUES {insert}")
 
-    found = delta.read_snapshot(spark, name, lambda s: delta.stats_key_range(spark, s, ("k",)))
+    found = delta.read_snapshot(
+        spark, name, lambda s: key_range.stats_range(delta.snapshot_files(spark, s), ("k",))
+    )
 
     assert found is None

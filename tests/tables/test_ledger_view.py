@@ -9,16 +9,18 @@ import pytest
 from pyspark.sql import SparkSession
 from typer.testing import CliRunner
 
-from ingest.cli import app
+from ingest.cli.commands import app
 from ingest.commit import commit_batch
-from tables.ledger_view import (
+from tables.delta.history import read_ledger
+from tables.delta.ledger_view import (
     LEDGER_COLUMNS,
     create_ledger_view,
     ledger_view_name,
     ledger_view_sql,
     should_have_ledger_view,
 )
-from tables.log import read_ledger
+from tables.delta.table import table_detail
+from tables.delta.writer import TableWriter
 from tables.spec import TableSpec
 
 MakeTable = Callable[..., TableSpec]
@@ -70,11 +72,14 @@ def test_the_view_holds_each_commit_as_history_does(
             [(i, "u", 1.0) for i in ids], "event_id string, user_id string, amount double"
         )
 
-    commit_batch(spark, spec, "a", 0, batch(["x", "y", "y", None]))
-    commit_batch(spark, spec, "a", 0, batch(["x", "y", "y", None]))  # skipped: no commit
-    commit_batch(spark, spec, "a", 1, batch([]))  # empty: marker and entry only
-    commit_batch(spark, spec, "b", 0, batch(["z"]))
-    assert create_ledger_view(spark, spec.name) == f"{spec.name}_ledger"
+    commit_batch(TableWriter(spark, spec, "a"), 0, batch(["x", "y", "y", None]))
+    commit_batch(
+        TableWriter(spark, spec, "a"), 0, batch(["x", "y", "y", None])
+    )  # skipped: no commit
+    commit_batch(TableWriter(spark, spec, "a"), 1, batch([]))  # empty: marker and entry only
+    commit_batch(TableWriter(spark, spec, "b"), 0, batch(["z"]))
+    location = table_detail(spark, spec.name).location
+    assert create_ledger_view(spark, spec.name, location) == f"{spec.name}_ledger"
 
     view = spark.table(ledger_view_name(spec.name))
     assert tuple(view.columns) == LEDGER_COLUMNS
@@ -105,7 +110,7 @@ def test_an_analyst_queries_the_ledger_view_by_name_with_lakehouse_sql(
     batch = spark.createDataFrame(
         [("k", "u", 2.0)], "event_id string, user_id string, amount double"
     )
-    commit_batch(spark, spec, "landing", 0, batch)
+    commit_batch(TableWriter(spark, spec, "landing"), 0, batch)
     spark.sql(f"DROP VIEW IF EXISTS {spec.name}_ledger")
 
     result = runner.invoke(

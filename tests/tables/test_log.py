@@ -11,24 +11,19 @@ from chispa import assert_df_equality
 from pyspark.sql import DataFrame, SparkSession
 
 from ingest.commit import commit_batch
-from tables.catalog import table_detail
-from tables.errors import TableNotFoundError
-from tables.jvm import delta
-from tables.log import (
-    CommitMetadata,
-    describe_source,
-    find_ledger_entry,
-    latest_ledger_entry,
-    ledger_entry_from_history,
-)
-from tables.log_reads import history_rows, table_at
-from tables.markers import (
+from tables.delta.history import find_ledger_entry, history_rows, latest_ledger_entry, table_at
+from tables.delta.ledger import CommitMetadata, describe_source, ledger_entry_from_history
+from tables.delta.markers import (
     committed_batch,
     is_checksum_complete,
     prefetch_state,
     read_markers,
     state_prefetched,
 )
+from tables.delta.table import table_detail
+from tables.delta.writer import TableWriter
+from tables.engine.jvm import delta
+from tables.errors import TableNotFoundError
 from tables.spec import TableSpec
 from tests.support.delta_cache import clear_log_cache
 from tests.support.jobs import spark_jobs
@@ -117,10 +112,10 @@ def test_a_checksum_without_markers_falls_back_to_deltas_own_read(
     spark: SparkSession, make_table: Callable[..., TableSpec]
 ) -> None:
     spec = make_table()
-    commit_batch(spark, spec, "app", 0, _rows(spark, 0))
+    commit_batch(TableWriter(spark, spec, "app"), 0, _rows(spark, 0))
     spark.conf.set("spark.databricks.delta.setTransactionsInCrc.writeOnCommit", "false")
     try:
-        commit_batch(spark, spec, "app", 1, _rows(spark, 1))
+        commit_batch(TableWriter(spark, spec, "app"), 1, _rows(spark, 1))
     finally:
         spark.conf.unset("spark.databricks.delta.setTransactionsInCrc.writeOnCommit")
     clear_log_cache(spark)
@@ -135,7 +130,7 @@ def test_the_newest_commit_is_read_as_a_ledger_entry_without_a_spark_job(
     spark: SparkSession, make_table: Callable[..., TableSpec]
 ) -> None:
     spec = make_table()
-    result = commit_batch(spark, spec, "app", 0, _rows(spark, 0))
+    result = commit_batch(TableWriter(spark, spec, "app"), 0, _rows(spark, 0))
 
     entry, jobs = spark_jobs(spark, lambda: latest_ledger_entry(spark, spec.name))
 
@@ -209,7 +204,7 @@ def test_a_missing_table_is_named_by_the_reads_that_look_it_up_only_on_failure(
     with pytest.raises(TableNotFoundError, match=expected):
         find_ledger_entry(spark, missing.name, "app", 0)
     with pytest.raises(TableNotFoundError, match=expected):
-        commit_batch(spark, missing, "app", 0, _rows(spark, 0))
+        commit_batch(TableWriter(spark, missing, "app"), 0, _rows(spark, 0))
 
 
 def _version_as_of(spark: SparkSession, table: str, version: int) -> DataFrame:
@@ -237,9 +232,11 @@ def test_the_table_at_an_older_version_than_the_process_holds_is_read_by_time_tr
     spark: SparkSession, make_table: Callable[..., TableSpec]
 ) -> None:
     spec = make_table()
-    commit_batch(spark, spec, "app", 0, _rows(spark, 0))
+    commit_batch(TableWriter(spark, spec, "app"), 0, _rows(spark, 0))
     version = read_markers(spark, spec.name).version
-    commit_batch(spark, spec, "app", 1, _rows(spark, 1))  # this process's snapshot moves on
+    commit_batch(
+        TableWriter(spark, spec, "app"), 1, _rows(spark, 1)
+    )  # this process's snapshot moves on
 
     assert delta.snapshot_frame(spark, spec.name, version) is None
     keys = {r.event_id for r in table_at(spark, spec.name, version).collect()}
@@ -250,7 +247,9 @@ def test_the_table_at_a_version_hides_rows_deleted_through_deletion_vectors(
     spark: SparkSession, make_table: Callable[..., TableSpec]
 ) -> None:
     spec = make_table()
-    commit_batch(spark, spec, "app", 0, _rows(spark, 0).coalesce(1))  # both rows in one file
+    commit_batch(
+        TableWriter(spark, spec, "app"), 0, _rows(spark, 0).coalesce(1)
+    )  # both rows in one file
     spark.sql(f"ALTER TABLE {spec.name} SET TBLPROPERTIES ('delta.enableDeletionVectors' = true)")
     deleted = spark.sql(f"DELETE FROM {spec.name} WHERE event_id = 'e0a'").first()
     version = read_markers(spark, spec.name).version
@@ -269,7 +268,7 @@ def test_the_table_at_a_version_hides_rows_deleted_through_deletion_vectors(
 def _with_batches(spark: SparkSession, spec: TableSpec, *batch_ids: int) -> TableSpec:
     """`spec`'s table with batches `batch_ids` of app `app` committed (two rows each)."""
     for batch_id in batch_ids:
-        commit_batch(spark, spec, "app", batch_id, _rows(spark, batch_id))
+        commit_batch(TableWriter(spark, spec, "app"), batch_id, _rows(spark, batch_id))
     return spec
 
 

@@ -11,11 +11,12 @@ import pytest
 from pyspark.sql import SparkSession
 
 from ingest.commit import commit_batch
-from tables.catalog import table_detail
+from tables.delta.history import read_ledger, table_version
+from tables.delta.maintenance import check_vacuum_retention, optimize, vacuum
+from tables.delta.markers import committed_batches
+from tables.delta.table import table_detail
+from tables.delta.writer import TableWriter
 from tables.errors import ConfigError
-from tables.log import read_ledger, table_version
-from tables.maintenance import check_vacuum_retention, optimize, vacuum
-from tables.markers import committed_batches
 from tables.spec import TableSpec
 
 MakeTable = Callable[..., TableSpec]
@@ -38,7 +39,7 @@ def commit(spark: SparkSession, spec: TableSpec, batch_id: int, rows: int = 5) -
         [(f"e{batch_id}-{i}", "u", 1.0) for i in range(rows)],
         "event_id string, user_id string, amount double",
     )
-    commit_batch(spark, spec, "app", batch_id, frame)
+    commit_batch(TableWriter(spark, spec, "app"), batch_id, frame)
 
 
 def test_vacuum_refuses_unsafe_retention(spark: SparkSession, make_table: MakeTable) -> None:

@@ -6,8 +6,8 @@ import zipfile
 
 import pytest
 
+from tables.engine.metastore import SEQUENCE_TABLE, MetastoreModel
 from tables.errors import SessionError
-from tables.metastore import SEQUENCE_TABLE, MetastoreModel
 from tests.support.servers import SPARK_HOME
 
 

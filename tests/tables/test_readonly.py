@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import SparkSession
 
-from tables.catalog import create_table
-from tables.readonly import read_only_session, refusal
+from tables.delta.table import create_table
+from tables.engine.readonly import read_only_session, refusal
 from tables.spec import parse_struct
 
 READING = [

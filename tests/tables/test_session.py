@@ -6,7 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from tables.session import embedded_sizing, is_cluster_environment, java_available, local_cores
+from tables.engine.session import (
+    embedded_sizing,
+    is_cluster_environment,
+    java_available,
+    local_cores,
+)
 
 
 def test_cluster_environments_reuse_their_session() -> None:

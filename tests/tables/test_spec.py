@@ -5,7 +5,8 @@ from datetime import timedelta
 import pytest
 from pyspark.sql import SparkSession
 
-from tables.catalog import create_table, ensure_table, table_detail
+from tables.delta.provision import ensure_table
+from tables.delta.table import create_table, table_detail
 from tables.errors import ConfigError, SchemaMismatchError
 from tables.spec import ExpectationSpec, TableSpec, parse_interval, validate_txn_retention
 

@@ -7,11 +7,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from tables.catalog import create_table, table_exists
-from tables.catalogs import CatalogSpec
-from tables.errors import ConfigError
-from tables.spec import parse_struct
-from tables.warehouse import (
+from tables.delta.table import create_table, table_exists
+from tables.delta.warehouse import (
     candidate_tables,
     has_commit,
     is_warehouse_catalog,
@@ -20,6 +17,10 @@ from tables.warehouse import (
     table_location,
     warehouse_dir,
 )
+from tables.delta.writer import TableWriter
+from tables.engine.catalogs import CatalogSpec
+from tables.errors import ConfigError
+from tables.spec import parse_struct
 
 
 def test_table_location_follows_spark_managed_layout() -> None:
@@ -93,7 +94,7 @@ def test_a_batch_commits_into_a_table_another_process_created(spark: SparkSessio
     spark.createDataFrame([], spec.table_schema(spark)).write.format("delta").save(location)
     assert not spark.catalog.tableExists(spec.name)
 
-    result = commit_batch(spark, spec, "app", 0, spark.range(3))
+    result = commit_batch(TableWriter(spark, spec, "app"), 0, spark.range(3))
 
     assert (result.status, result.rows_inserted) == ("committed", 3)
     assert spark.table(spec.name).count() == 3

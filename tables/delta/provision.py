@@ -1,0 +1,39 @@
+"""A spec's target table made to exist: created once, with the rescued column and a ledger view.
+
+Above `table` (DDL), `ledger_view` and `warehouse`, which it ties together, so none of them
+imports another to do it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tables.delta.ledger_view import create_ledger_view
+from tables.delta.table import create_table, table_detail
+from tables.delta.warehouse import is_warehouse_catalog
+from tables.spec import RESCUED_COLUMN
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from tables.spec import TableSpec
+
+
+def ensure_table(spark: SparkSession, spec: TableSpec) -> bool:
+    """Create the spec's target table if absent (idempotent); True if this call created it.
+
+    On a shared metastore the table's ledger view is created with it, once; the warehouse
+    catalog makes it in each session that registers the table (`tables.delta.warehouse`).
+    """
+    created = create_table(
+        spark,
+        spec.name,
+        spec.table_schema(spark),
+        partition_by=spec.table_partitions,
+        properties=spec.table_properties(),
+        addable=(RESCUED_COLUMN,),
+    )
+    if created and not is_warehouse_catalog(spark):
+        location = table_detail(spark, spec.name).location
+        create_ledger_view(spark, spec.name, location, replace=False)
+    return created

@@ -1,0 +1,14 @@
+"""The project's own Spark settings, named once: the engine's modules and the guard share them.
+
+`tables/engine/java/ReadOnlyGuard.java` reads the same names (its constants say so).
+"""
+
+from __future__ import annotations
+
+#: The lakehouse home of a session: where its warehouse, checkpoints and logs live.
+HOME_CONF = "spark.lakehouse.home"
+#: The read-only guard's SQL extension class, loaded by every session the project builds.
+GUARD_EXTENSION = "lakehouse.ReadOnlyGuard"
+#: Marks a session read-only (`lakehouse sql`), and a whole server (`lakehouse serve`).
+READ_ONLY_CONF = "spark.lakehouse.readOnly"
+SERVER_READ_ONLY_CONF = "spark.lakehouse.server.readOnly"
