@@ -9,7 +9,7 @@ VERIFY_REPEAT ?= 10
 VERIFY_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test test-slow check demo bench verify clean
+.PHONY: help setup test test-slow check demo demo-s3 bench verify clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -45,6 +45,9 @@ check: setup ## Lint (ruff) and type-check (mypy, strict on the packages)
 demo: setup ## Generate sample events and ingest them exactly once, twice, with a crash between
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash examples/demo/run.sh
 
+demo-s3: setup ## The demo with tables, checkpoint and landing zone on a local S3-API server
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) examples/demo/s3.py
+
 verify: setup ## Prove exactly-once under faults: scenarios repeated, then the full crash matrix (hours)
 	LAKEHOUSE_VERIFY_REPEAT=$(VERIFY_REPEAT) $(PY) -m pytest -q tests/ingest/test_exactly_once.py
 	$(PY) -m crash_matrix --json crash_matrix/last-run.json $(VERIFY_ARGS)
@@ -53,4 +56,4 @@ bench: setup ## Measure what exactly-once costs, as ratios side by side (BENCH_A
 	$(PY) bench/run.py $(BENCH_ARGS)
 
 clean: ## Remove the virtualenv, demo state and caches (not the Ivy JAR cache)
-	rm -rf $(VENV) examples/demo/.lakehouse examples/demo/landing .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) examples/demo/.lakehouse examples/demo/landing examples/demo/s3 .pytest_cache .mypy_cache .ruff_cache

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from devices import measure_start_devices, measure_writer_devices
+from object_store import measure_object_store
 from pyspark.sql import SparkSession
 from records import json_landing_seconds
 from report import Report, Stopwatch, console, save, show
@@ -91,6 +92,12 @@ def main() -> None:
         action=argparse.BooleanOptionalAction,
         default=True,
         help="measure each speed device switched off against all on (docs/benchmarks.md)",
+    )
+    parser.add_argument(
+        "--object-store",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="measure commits on a local S3-API server against the local disk (child processes)",
     )
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     parser.add_argument(
@@ -284,6 +291,10 @@ def _measure(
         [round(size / 1e6 / exact, 1), round(size / 1e6 / plain, 1)],
     )
     watch.lap("JSON landed per second")
+
+    if args.object_store:
+        measure_object_store(report, rows, min(per_round, 10))
+        watch.lap("object store: S3 against the local disk")
 
     _delta_rs_context(report, home, rows, b)
 

@@ -12,7 +12,8 @@ run holds an exclusive `flock` on `<checkpoint>/.lakehouse.lock` for as long as 
 The kernel releases it when the process ends in any way (a SIGKILL included), so a lock that can
 be taken means no live run holds the checkpoint, whichever host's process it was, as far as the
 file system's locks reach (local disks and NFS). A second run on the same checkpoint stops with
-one line instead of racing the first. On a store without such locks (s3://, abfss://, ...) temp
+one line instead of racing the first. On S3 a lease object written on condition does the lock's
+work (`ingest.checkpoint_lease`). On another store without locks (abfss://, hdfs://, ...) temp
 files are never deleted: the run stops with one line naming them and the fix. Over Spark Connect
 such a store is listed by Spark, which hides temp files, so there Spark's own error names them.
 """
@@ -27,8 +28,10 @@ import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from ingest.checkpoint_lease import CheckpointLease
 from tables.engine.jvm import is_classic
-from tables.engine.storage import child_names, local_path, read_bytes, walk_files
+from tables.engine.object_store import is_object_store
+from tables.engine.storage import child_names, delete, local_path, read_bytes, walk_files
 from tables.errors import TerminalError
 
 if TYPE_CHECKING:
@@ -111,6 +114,13 @@ def hold_checkpoint(spark: SparkSession, checkpoint: str) -> Iterator[list[str]]
         # Over Spark Connect a remote store is listed by Spark, which hides temp files: Spark's
         # own error (with its hint) is what names them, if the stream meets one.
         yield []
+        return
+    if local is None and is_object_store(checkpoint):
+        with CheckpointLease(spark, checkpoint):
+            removed = leftover_temp_files(spark, checkpoint)  # the lease says no run writes them
+            for name in removed:
+                delete(spark, name)
+            yield removed
         return
     if local is None:
         leftovers = leftover_temp_files(spark, checkpoint)

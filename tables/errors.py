@@ -14,6 +14,8 @@ ErrorKind = Literal["terminal", "transient"]
 #: A key inside a config document: `("tables", "events", "expectations", 0, "column")`.
 KeyPath = tuple[str | int, ...]
 _TRACEBACK = "Traceback (most recent call last):"
+#: How a Py4JJavaError without a Spark error class begins (`... calling o78.sql.`).
+_PY4J_CALL = "An error occurred while calling "
 #: The start of the line Spark adds to an error to say how to fix it.
 _HINT = re.compile(
     r"^(Please|Hint|Did you mean|Consider|To fix|To avoid|You (can|may|should|must)|Try|If you|"
@@ -129,6 +131,11 @@ class CommitOutcomeUnknownError(TransientError):
     """The commit call failed and re-reading the log could not tell whether it landed."""
 
 
+class CommitNotWrittenError(TransientError):
+    """The log store knows the commit file was not written (its PUT failed, no object is
+    there): nothing was committed, and the batch may be tried again."""
+
+
 class ReaderCrashedError(TransientError):
     """What read a batch died under it (the driver JVM, a Python worker): a record killed it.
 
@@ -165,6 +172,9 @@ def error_summary(exc: BaseException, limit: int = 600) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     if not lines:
         return type(exc).__name__
+    if len(lines) > 1 and lines[0].startswith(_PY4J_CALL):
+        # py4j's own first line names the call (`o78.sql`); the Java exception is the next one
+        lines = [lines[1].removeprefix(": "), *lines[2:]]
     kept = lines[:2] if len(lines) > 1 and _HINT.match(lines[1]) else lines[:1]
     if kept[0].endswith(_TRACEBACK):
         kept = [f"{kept[0]} {raised_line(text) or '(no exception line)'}"]

@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
 # The demo: generate messy events, crash an ingestion right after a Delta commit, restart it,
 # run it again (a no-op), then look at the table. Each `lakehouse` call is a new process.
+# `make demo-s3` (s3.py) runs the same steps in DEMO_DIR, its events already uploaded to S3.
 set -euo pipefail
-cd "$(dirname "$0")"
+here="$(cd "$(dirname "$0")" && pwd)"
+cd "${DEMO_DIR:-$here}"
 rm -rf .lakehouse landing
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
-step "1. Generate sample events into landing/events (duplicates, a file resent later, malformed lines)"
-python generate.py landing/events
+if [ -n "${DEMO_GENERATED:-}" ]; then
+    step "1. Sample events were generated and uploaded to the landing zone on S3"
+else
+    step "1. Generate sample events into landing/events (duplicates, a file resent later, malformed lines)"
+    python "$here/generate.py" landing/events
+fi
 
 step "2. Ingest, crashing the process right after batch 1's Delta commit (before the stream checkpoint)"
 LAKEHOUSE_FAULT="after_commit:exit@1" lakehouse ingest events || echo "(process died with status $?, as injected)"

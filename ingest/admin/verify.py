@@ -190,26 +190,32 @@ def row_findings(
     """Per batch, the rows the table and quarantine hold against what its entries say landed.
 
     Batches an admin commit rewrote (replay, replace, repair) are compared per app instead: a
-    replace deletes rows and a repair deletes copies across batches.
+    replace deletes rows and a repair deletes copies across batches. A batch committed again
+    after `reset-app` has two entries, the second inserting only what the first did not: the
+    table holds what all of them inserted.
     """
     findings: list[Finding] = []
     admin = {(e.meta.app_id, e.meta.batch_id) for e in entries if e.meta.kind != "batch"}
     repaired = any(e.meta.kind == "repair" for e in entries)
     latest: dict[tuple[str, int], LedgerEntry] = {}
+    inserted: dict[tuple[str, int], int] = {}
     for entry in sorted(entries, key=lambda e: e.version):
         if entry.meta.kind == "batch":
-            latest[(entry.meta.app_id, entry.meta.batch_id)] = entry
+            batch = (entry.meta.app_id, entry.meta.batch_id)
+            latest[batch] = entry
+            inserted[batch] = inserted.get(batch, 0) + entry.rows_inserted
     for (app_id, batch_id), entry in sorted(latest.items()):
         if (app_id, batch_id) in admin or repaired:
             continue
         held = table_rows.get((app_id, batch_id), 0)
+        expected = inserted[(app_id, batch_id)]
         # An upsert's rows move to the batch that last changed their key, or are deleted.
-        if entry.meta.upsert is None and held != entry.rows_inserted:
+        if entry.meta.upsert is None and held != expected:
             findings.append(
                 Finding(
                     "table_rows",
-                    f"the table holds {held} row(s) of the batch, its ledger entry inserted "
-                    f"{entry.rows_inserted}",
+                    f"the table holds {held} row(s) of the batch, its ledger entries inserted "
+                    f"{expected}",
                     app_id,
                     batch_id,
                 )

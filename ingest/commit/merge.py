@@ -25,10 +25,11 @@ from tables.delta.ledger import CommitMetadata
 from tables.delta.markers import committed_batch
 from tables.delta.table import table_detail
 from tables.delta.writer import TableWriter
-from tables.engine.jvm.conditions import error_condition
+from tables.engine.jvm.conditions import error_condition, java_class_names
 from tables.errors import (
     BatchContentMismatchError,
     CommitConflictError,
+    CommitNotWrittenError,
     CommitOutcomeUnknownError,
     LakehouseError,
     TerminalError,
@@ -60,6 +61,8 @@ _CONFLICT_CONDITIONS = ("DELTA_CONCURRENT_", "DELTA_METADATA_CHANGED", "DELTA_PR
 #: A Spark Connect error names the server's exception class first: `(io.delta...X) [COND] ...`.
 _SERVER_CLASS = re.compile(r"^\(([\w.$]+)\)")
 _LOST_CONNECTION = frozenset({"Py4JNetworkError", "RetriesExceeded", "_InactiveRpcError"})
+#: The conditional log store's exception for a commit file it knows it did not write.
+NOT_WRITTEN_EXCEPTION = "CommitNotWrittenException"
 
 
 def exception_names(exc: BaseException) -> set[str]:
@@ -89,6 +92,8 @@ def error_kind_of(exc: BaseException) -> LakehouseError:
     condition = error_condition(exc)
     if is_conflict(names, condition):
         return CommitConflictError(f"concurrent commit won: {first_line(exc)}")
+    if NOT_WRITTEN_EXCEPTION in names | {n.rsplit(".", 1)[-1] for n in java_class_names(exc)}:
+        return CommitNotWrittenError(f"commit not written, nothing landed: {first_line(exc)}")
     status = getattr(exc, "getGrpcStatusCode", lambda: None)()
     lost = names & _LOST_CONNECTION or getattr(status, "name", None) == "UNAVAILABLE"
     if lost or isinstance(exc, ConnectionError):

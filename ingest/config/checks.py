@@ -86,7 +86,7 @@ def _check_locations(config: LakehouseConfig, root: Where) -> None:
     home = os.path.normpath(config.home)
     owned = {
         "the lakehouse home": home,
-        "the warehouse": os.path.join(home, "warehouse"),
+        "the warehouse": _normal(config.catalog.warehouse or os.path.join(home, "warehouse")),
     }
     checkpoints: list[tuple[str, str]] = []
     for name, pipeline in config.pipelines.items():

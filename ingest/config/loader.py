@@ -8,7 +8,6 @@ checks between sections (duplicate app ids, overlapping locations) are in `check
 from __future__ import annotations
 
 import os
-import re
 import tomllib
 from collections.abc import Mapping
 from datetime import timedelta
@@ -17,13 +16,16 @@ from typing import Any, get_args
 
 from ingest.config.checks import check_config
 from ingest.config.model import LakehouseConfig, PipelineSpec
+from ingest.config.places import catalog_of, warehouse_of
 from ingest.config.where import (
     Where,
     check_keys,
     choice,
     integer,
     interval,
+    local_path,
     located,
+    location,
     mapping,
     options,
     require,
@@ -35,7 +37,6 @@ from ingest.sources.file_read import FileFormat
 from ingest.sources.files import FileSource
 from ingest.sources.kafka import KafkaSource, ValueFormat
 from ingest.triggers import parse_trigger
-from tables.engine.catalogs import CatalogKind, CatalogSpec
 from tables.errors import ConfigError
 from tables.identifiers import (
     shorten,
@@ -61,8 +62,7 @@ from tables.spec import (
 
 DEFAULT_CONFIG = Path("lakehouse.toml")
 _TOP_KEYS = frozenset({"lakehouse", "tables", "pipelines"})
-_SETTINGS_KEYS = frozenset({"home", "replay_window", "catalog"})
-_CATALOG_KEYS = frozenset({"kind", "url", "user", "password_env"})
+_SETTINGS_KEYS = frozenset({"home", "replay_window", "catalog", "warehouse", "storage"})
 _TABLE_KEYS = frozenset(
     {
         "schema",
@@ -101,7 +101,6 @@ _KAFKA_KEYS = frozenset(
 )
 #: Reader options the file source sets itself: a config value would be overridden silently.
 _READER_OWNED = frozenset({"mode", "columnnameofcorruptrecord", "path", "maxfilespertrigger"})
-_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:/.*", re.DOTALL)
 
 
 def load_config(path: Path | None = None, *, required: bool = True) -> LakehouseConfig:
@@ -159,27 +158,11 @@ def parse_config(data: Mapping[str, Any], *, base: Path, path: Path | None) -> L
         name: _pipeline(name, body, tables, home, base, root / "pipelines" / name)
         for name, body in mapping(data.get("pipelines", {}), root / "pipelines").items()
     }
-    catalog = _catalog(settings.get("catalog", {}), root / "lakehouse" / "catalog")
+    warehouse = warehouse_of(settings, base, root / "lakehouse")
+    catalog = catalog_of(settings, warehouse, root / "lakehouse")
     config = LakehouseConfig(path, home, replay_window, tables, pipelines, catalog)
     check_config(config, root)
     return config
-
-
-def _catalog(body: Any, where: Where) -> CatalogSpec:
-    """`[lakehouse.catalog]`: the embedded warehouse catalog, or a Hive metastore database."""
-    body = mapping(body, where)
-    check_keys(body, _CATALOG_KEYS, where)
-
-    def optional(key: str) -> str | None:
-        return string(body[key], where / key) if key in body else None
-
-    with located(where):
-        return CatalogSpec(
-            kind=choice(body.get("kind", "warehouse"), where / "kind", get_args(CatalogKind)),  # type: ignore[arg-type]
-            url=optional("url"),
-            user=optional("user"),
-            password_env=optional("password_env"),
-        )
 
 
 def _table(name: str, body: Any, replay_window: timedelta, where: Where) -> TableSpec:
@@ -361,23 +344,3 @@ def _kafka_source(source: Mapping[str, Any], where: Where) -> KafkaSource:
             else None
         ),
     )
-
-
-def location(base: Path, value: str, where: Where) -> str:
-    """An absolute location: URIs (s3://, abfss://, dbfs:/) as given, paths against `base`."""
-    if any(ord(c) < 32 or ord(c) == 127 for c in value):
-        raise where.error(f"location {shorten(value)} holds control characters")
-    if _URI.fullmatch(value):
-        return value
-    try:
-        candidate = Path(value).expanduser()
-        return str((candidate if candidate.is_absolute() else base / candidate).resolve())
-    except (RuntimeError, OSError) as exc:
-        raise where.error(f"cannot resolve {shorten(value)}: {exc}") from exc
-
-
-def local_path(base: Path, value: str, where: Where) -> str:
-    """A local directory (the lakehouse home): a path, not a URI."""
-    if _URI.fullmatch(value) and not value.startswith("file:"):
-        raise where.error(f"{shorten(value)} is a URI; the lakehouse home is a local directory")
-    return location(base, value.removeprefix("file:"), where)

@@ -10,6 +10,7 @@ config is made of (TableSpec, FileSource, parse_interval, ...) name at most thei
 from __future__ import annotations
 
 import datetime
+import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -181,3 +182,31 @@ def require(body: Mapping[str, Any], keys: tuple[str, ...], where: Where) -> Non
     for key in keys:
         if key not in body:
             raise (where / key).error(f"missing required key {key!r}")
+
+
+#: A URI (`s3a://`, `abfss://`, `dbfs:/`, `file:/`) rather than a path.
+_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:/.*", re.DOTALL)
+
+
+def location(base: Path, value: str, where: Where) -> str:
+    """An absolute location: URIs (s3://, abfss://, dbfs:/) as given, paths against `base`."""
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise where.error(f"location {shorten(value)} holds control characters")
+    if _URI.fullmatch(value):
+        return value
+    try:
+        candidate = Path(value).expanduser()
+        return str((candidate if candidate.is_absolute() else base / candidate).resolve())
+    except (RuntimeError, OSError) as exc:
+        raise where.error(f"cannot resolve {shorten(value)}: {exc}") from exc
+
+
+def local_path(base: Path, value: str, where: Where) -> str:
+    """A local directory (the lakehouse home): a path, not a URI."""
+    if _URI.fullmatch(value) and not value.startswith("file:"):
+        raise where.error(
+            f"{shorten(value)} is a URI; the lakehouse home is a local directory (its logs, GX "
+            'project and temporary files): put the tables on S3 with warehouse = "s3a://..." '
+            "and the checkpoints with each pipeline's checkpoint"
+        )
+    return location(base, value.removeprefix("file:"), where)

@@ -6,11 +6,13 @@ imports another to do it.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING
 
 from tables.delta.ledger_view import create_ledger_view
 from tables.delta.table import create_table, table_detail
-from tables.delta.warehouse import is_warehouse_catalog
+from tables.delta.warehouse import is_warehouse_catalog, table_location, warehouse_dir
+from tables.engine.object_store import assert_safe_log_store
 from tables.spec import RESCUED_COLUMN
 
 if TYPE_CHECKING:
@@ -24,7 +26,12 @@ def ensure_table(spark: SparkSession, spec: TableSpec) -> bool:
 
     On a shared metastore the table's ledger view is created with it, once; the warehouse
     catalog makes it in each session that registers the table (`tables.delta.warehouse`).
+    On S3 a table is refused unless its commits go through a log store that many writers may
+    share (`tables.engine.object_store.assert_safe_log_store`), checked before anything is
+    written.
     """
+    setting = partial(spark.conf.get, default=None)
+    assert_safe_log_store(table_location(warehouse_dir(spark), spec.name), setting)
     created = create_table(
         spark,
         spec.name,
@@ -33,7 +40,9 @@ def ensure_table(spark: SparkSession, spec: TableSpec) -> bool:
         properties=spec.table_properties(),
         addable=(RESCUED_COLUMN,),
     )
-    if created and not is_warehouse_catalog(spark):
+    if not is_warehouse_catalog(spark):
         location = table_detail(spark, spec.name).location
-        create_ledger_view(spark, spec.name, location, replace=False)
+        assert_safe_log_store(location, setting)
+        if created:
+            create_ledger_view(spark, spec.name, location, replace=False)
     return created

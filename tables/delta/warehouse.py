@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from tables.delta.ledger_view import create_ledger_view, ledger_view_name, should_have_ledger_view
 from tables.engine.jvm.conditions import has_condition
-from tables.engine.storage import local_path
+from tables.engine.storage import child_names, local_path
 from tables.identifiers import is_table_name, quote_identifier, sql_string_literal
 
 if TYPE_CHECKING:
@@ -69,6 +69,23 @@ def candidate_tables(warehouse: Path) -> list[str]:
             )
         elif (entry / "_delta_log").is_dir():
             found.append(entry.name)
+    return sorted(name for name in found if is_table_name(name))
+
+
+def remote_candidate_tables(spark: SparkSession, warehouse: str) -> list[str]:
+    """`candidate_tables` for a warehouse on a store Hadoop reaches (`s3a://`): one listing
+    per database directory and one per table's `_delta_log`."""
+    found: list[str] = []
+    for name in child_names(spark, warehouse):
+        if name.endswith(".db"):
+            database = name[: -len(".db")]
+            found.extend(
+                f"{database}.{child}"
+                for child in child_names(spark, f"{warehouse}/{name}")
+                if child_names(spark, f"{warehouse}/{name}/{child}/_delta_log")
+            )
+        elif child_names(spark, f"{warehouse}/{name}/_delta_log"):
+            found.append(name)
     return sorted(name for name in found if is_table_name(name))
 
 
@@ -132,7 +149,7 @@ def register(spark: SparkSession, name: str) -> bool:
 
 
 def register_all(spark: SparkSession) -> list[str]:
-    """Register every table of a local warehouse that the session does not know yet.
+    """Register every table of the warehouse (local or on S3) that the session does not know yet.
 
     Each table with a ledger gets its `<table>_ledger` view too (`tables.delta.ledger_view`), so
     analysts who query by name find the ledger beside the table.
@@ -140,10 +157,13 @@ def register_all(spark: SparkSession) -> list[str]:
     if not is_warehouse_catalog(spark):
         return []
     root = local_path(warehouse_dir(spark))
-    if root is None:
-        return []
+    names = (
+        candidate_tables(root)
+        if root is not None
+        else remote_candidate_tables(spark, warehouse_dir(spark))
+    )
     added = []
-    for name in candidate_tables(root):
+    for name in names:
         known = spark.catalog.tableExists(name)
         if not known and register(spark, name):
             added.append(name)

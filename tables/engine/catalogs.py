@@ -5,7 +5,8 @@ under `<home>/warehouse` (`tables.delta.warehouse`). `hive` is the production ch
 must be found by engines other than this project's sessions (BI through a Thrift server of its own,
 other Spark jobs): an external Hive metastore database, PostgreSQL here, whose JDBC driver is
 fetched from Maven Central into the JAR cache. The password never sits in the config file: it is
-read from the environment variable the config names.
+read from the environment variable the config names. Either catalog may keep its tables on S3
+(`warehouse = "s3a://..."` with `storage`, `tables.engine.object_store`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,12 @@ from types import MappingProxyType
 from typing import Literal, get_args
 
 from tables.engine.connectors import fetch_postgres_jdbc_jars
+from tables.engine.object_store import (
+    StorageSpec,
+    is_object_store,
+    object_store_jars,
+    validate_object_store_location,
+)
 from tables.errors import ConfigError
 from tables.identifiers import shorten
 
@@ -39,8 +46,19 @@ class CatalogSpec:
     url: str | None = None
     user: str | None = None
     password_env: str | None = None
+    #: Where tables are created and found (None: `<home>/warehouse`); `s3a://...` needs `storage`.
+    warehouse: str | None = None
+    #: `[lakehouse.storage]`: how `s3a://` locations are reached and committed to.
+    storage: StorageSpec | None = None
 
     def __post_init__(self) -> None:
+        if self.warehouse is not None:
+            validate_object_store_location(self.warehouse)
+            if is_object_store(self.warehouse) and self.storage is None:
+                raise ConfigError(
+                    f"warehouse {shorten(self.warehouse)} is on S3: declare [lakehouse.storage] "
+                    "(its endpoint and region) so commits go through the conditional log store"
+                )
         if self.kind not in get_args(CatalogKind):
             raise ConfigError(
                 f"kind must be one of {get_args(CatalogKind)}, got {shorten(self.kind)}"
@@ -66,7 +84,9 @@ class CatalogSpec:
 
     def session_conf(self, home: Path, environ: Mapping[str, str] | None = None) -> dict[str, str]:
         """The Spark settings that select this catalog for a session rooted at `home`."""
-        conf = {"spark.sql.warehouse.dir": str(home / "warehouse")}
+        conf = {"spark.sql.warehouse.dir": self.warehouse or str(home / "warehouse")}
+        if self.storage is not None:
+            conf.update(self.storage.session_conf())
         if self.kind == "warehouse":
             conf["spark.sql.catalogImplementation"] = "in-memory"
             return conf
@@ -93,8 +113,9 @@ class CatalogSpec:
         return conf
 
     def jars(self) -> list[Path]:
-        """The JDBC driver JARs this catalog needs on the driver's class path (cached)."""
-        if self.kind == "warehouse":
-            return []
-
-        return fetch_postgres_jdbc_jars()
+        """The JARs this catalog needs on the driver's class path (cached): the metastore's
+        JDBC driver, S3A and the conditional log store."""
+        found = object_store_jars() if self.storage is not None else []
+        if self.kind == "hive":
+            found.extend(fetch_postgres_jdbc_jars())
+        return found

@@ -82,7 +82,10 @@ def fetch_spark_kafka_jars(cache_dir: Path | None = None) -> list[Path]:
     return sorted(maven_fetch(target, dependencies).glob("*.jar"))
 
 
-def dependency(group: str, artifact: str, version: str, *, alone: bool = False) -> str:
+def dependency(
+    group: str, artifact: str, version: str, *, alone: bool = False, classifier: str = ""
+) -> str:
+    """A pom `<dependency>`; `alone` leaves its transitive dependencies out."""
     exclusions = (
         "<exclusions><exclusion><groupId>*</groupId><artifactId>*</artifactId></exclusion>"
         "</exclusions>"
@@ -91,7 +94,9 @@ def dependency(group: str, artifact: str, version: str, *, alone: bool = False) 
     )
     return (
         f"<dependency><groupId>{group}</groupId><artifactId>{artifact}</artifactId>"
-        f"<version>{version}</version>{exclusions}</dependency>"
+        f"<version>{version}</version>"
+        + (f"<classifier>{classifier}</classifier>" if classifier else "")
+        + f"{exclusions}</dependency>"
     )
 
 

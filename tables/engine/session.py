@@ -39,6 +39,7 @@ from tables.engine.connectors import (
 from tables.engine.java_classes import project_jar
 from tables.engine.jvm import gateway_process, is_classic, is_jvm_running, stop_active_context
 from tables.engine.metastore import schema_ready
+from tables.engine.object_store import object_store_jars
 from tables.errors import SessionError, first_line
 from tables.identifiers import shorten
 
@@ -373,9 +374,10 @@ def _warm() -> None:
     """Cache the Delta JARs (Spark resolver) and the Kafka connector JARs (Maven); start once."""
 
     fetch_spark_kafka_jars()
+    object_store_jars()
     with tempfile.TemporaryDirectory(prefix="lakehouse-warm-") as home:
         get_spark(home, app_name="lakehouse-setup", kafka=True).stop()
-    print("Delta JARs resolved and cached; Kafka connector JARs fetched with Maven and cached")
+    print("Delta JARs resolved and cached; Kafka connector and S3A JARs fetched with Maven")
 
 
 def _resolve() -> None:

@@ -63,6 +63,17 @@ def test_error_summary_keeps_sparks_hint_line_and_drops_the_plan() -> None:
     assert error_summary(RuntimeError("one line\n+- Project")) == "one line"
 
 
+def test_error_summary_names_the_java_exception_behind_a_bare_py4j_error() -> None:
+    text = (
+        "An error occurred while calling o78.sql.\n"
+        ": java.nio.file.AccessDeniedException: s3a://lake/t/_delta_log: getFileStatus\n"
+        "\tat org.apache.hadoop.fs.s3a.S3AUtils.translateException(S3AUtils.java:260)\n"
+    )
+    assert error_summary(RuntimeError(text)) == (
+        "java.nio.file.AccessDeniedException: s3a://lake/t/_delta_log: getFileStatus"
+    )
+
+
 def killed_during_offset_write(tmp_path: Path) -> tuple[Path, list[Path]]:
     """A checkpoint as a SIGTERM during batch 0's offsets write leaves it (Spark's own names)."""
     checkpoint = tmp_path / "checkpoint"

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -18,12 +19,13 @@ from ingest.admin.verify import (
     is_outside_ledger,
     ledger_gaps,
     marker_findings,
+    row_findings,
     verify_table,
 )
 from ingest.cli.commands import app
 from ingest.commit import commit_batch
 from tables.delta.commits import commit_markers
-from tables.delta.ledger import admin_metadata
+from tables.delta.ledger import CommitMetadata, LedgerEntry, admin_metadata
 from tables.delta.writer import TableWriter
 from tables.spec import TableSpec
 from tests.support.processes import run_lakehouse
@@ -80,6 +82,19 @@ def test_markers_a_crash_or_the_bulk_append_explains_are_notes_not_findings() ->
 
     found, _ = marker_findings("a", target=4, quarantine=3, audit=4, rejecting={1})
     assert "rejected no row" in found[0].detail
+
+
+def entry(version: int, batch_id: int, inserted: int) -> LedgerEntry:
+    meta = CommitMetadata("a", batch_id, {}, 5, 0, "h", f"t{version}")
+    return LedgerEntry(version, datetime.now(UTC), "MERGE", meta, 5, inserted)
+
+
+def test_a_batch_committed_again_after_a_reset_is_checked_against_all_its_entries() -> None:
+    # reset-app to -1, then the same batches again: the second entries insert nothing new
+    entries = [entry(1, 0, 5), entry(2, 1, 5), entry(4, 0, 0), entry(5, 1, 0)]
+    assert row_findings(entries, {("a", 0): 5, ("a", 1): 5}, {}) == []
+    found = row_findings(entries, {("a", 0): 4, ("a", 1): 5}, {})
+    assert [(f.kind, f.batch_id) for f in found] == [("table_rows", 0)]
 
 
 @pytest.fixture(scope="module")

@@ -90,12 +90,16 @@ def land(
 
 
 def start_lakehouse(
-    cwd: Path, *args: str, new_session: bool = False, log: Path | None = None
+    cwd: Path,
+    *args: str,
+    new_session: bool = False,
+    log: Path | None = None,
+    fault: str | None = None,
 ) -> subprocess.Popen[str]:
     """Start `lakehouse ARGS` in `cwd` as a separate driver, its output piped.
 
     With `log`, stdout and stderr go to that file instead, which the test can read while the
-    driver runs (a long run's pipe nobody reads would fill up).
+    driver runs (a long run's pipe nobody reads would fill up). `fault` sets `LAKEHOUSE_FAULT`.
     """
     if log is not None:
         with open(log, "w") as output:
@@ -111,7 +115,7 @@ def start_lakehouse(
     return subprocess.Popen(
         [sys.executable, "-m", "ingest.cli", *args],
         cwd=cwd,
-        env=child_env(),
+        env=child_env(fault),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -23,7 +23,8 @@ import scala.runtime.BoxedUnit;
  * It judges the analysed plan of every statement before anything runs: commands other than
  * SHOW, DESCRIBE, EXPLAIN and USE are refused (writes, DDL, SET, ADD JAR, CREATE FUNCTION,
  * CACHE ...), and so are TRANSFORM ... USING (a shell command), reflect/java_method calls, Hive
- * UDFs (code from a JAR), and path-named tables and files outside `spark.lakehouse.home`, also
+ * UDFs (code from a JAR), and path-named tables and files outside `spark.lakehouse.home` and the
+ * warehouse (`spark.sql.warehouse.dir`, a bucket's prefix when the tables are on S3), also
  * when a reading command (DESCRIBE, SHOW, DESCRIBE HISTORY) names them. Python's `lakehouse sql` and the JDBC server of `lakehouse serve` load
  * the same rule, so one rule decides for both. tables/readonly.py builds and loads it.
  */
@@ -31,6 +32,8 @@ public final class ReadOnlyGuard implements Function1<SparkSessionExtensions, Bo
   public static final String READ_ONLY_CONF = "spark.lakehouse.readOnly";
   public static final String SERVER_READ_ONLY_CONF = "spark.lakehouse.server.readOnly";
   public static final String HOME_CONF = "spark.lakehouse.home";
+  /** Spark's static warehouse setting: the tables' root, an `s3a://` URI when they are on S3. */
+  public static final String WAREHOUSE_CONF = "spark.sql.warehouse.dir";
   public static final String PREFIX = "LAKEHOUSE_READ_ONLY: ";
 
   private static final Set<String> READING_COMMANDS = Set.of(
@@ -55,6 +58,9 @@ public final class ReadOnlyGuard implements Function1<SparkSessionExtensions, Bo
   /** Plan nodes that are not commands but run an external program. */
   private static final Set<String> EXTERNAL_PROGRAMS = Set.of("ScriptTransformation");
   /** A path-named table's name, as Spark and Delta print it: format.`path`. */
+  /** A URI with an authority: scheme, authority (a bucket), path. */
+  private static final java.util.regex.Pattern STORE_URI =
+      java.util.regex.Pattern.compile("([A-Za-z][A-Za-z0-9+.-]*)://([^/]*)(.*)");
   private static final java.util.regex.Pattern PATH_TABLE =
       java.util.regex.Pattern.compile("[A-Za-z_][A-Za-z0-9_]*\\.`(.+)`");
 
@@ -63,7 +69,8 @@ public final class ReadOnlyGuard implements Function1<SparkSessionExtensions, Bo
     Function1<SparkSession, Function1<LogicalPlan, BoxedUnit>> builder =
         session -> plan -> {
           if (isReadOnly(session)) {
-            check(plan, session.sparkContext().getConf().get(HOME_CONF, ""));
+            org.apache.spark.SparkConf conf = session.sparkContext().getConf();
+            check(plan, new String[] {conf.get(HOME_CONF, ""), conf.get(WAREHOUSE_CONF, "")});
           }
           return BoxedUnit.UNIT;
         };
@@ -99,14 +106,14 @@ public final class ReadOnlyGuard implements Function1<SparkSessionExtensions, Bo
   }
 
   /** Throw SecurityException naming what a read-only session may not run. */
-  static void check(LogicalPlan root, String home) {
+  static void check(LogicalPlan root, String[] roots) {
     if (root instanceof Command && EXPLAINING.contains(simpleName(root))) {
       return;
     }
     root.foreach(node -> {
-      inspect(node, home);
+      inspect(node, roots);
       node.subqueries().foreach(sub -> {
-        check(sub, home);
+        check(sub, roots);
         return BoxedUnit.UNIT;
       });
       return BoxedUnit.UNIT;
@@ -117,7 +124,7 @@ public final class ReadOnlyGuard implements Function1<SparkSessionExtensions, Bo
     return node.getClass().getSimpleName().replace("$", "");
   }
 
-  private static void inspect(LogicalPlan node, String home) {
+  private static void inspect(LogicalPlan node, String[] roots) {
     String kind = simpleName(node);
     if (node instanceof Command && !READING_COMMANDS.contains(kind)) {
       refuse(kind + " (a write, DDL, SET, ADD JAR or another command)");
@@ -141,18 +148,18 @@ public final class ReadOnlyGuard implements Function1<SparkSessionExtensions, Bo
     if (node instanceof LogicalRelation relation && relation.catalogTable().isEmpty()) {
       if (relation.relation() instanceof HadoopFsRelation files) {
         files.location().rootPaths().foreach(path -> {
-          assertInside(path.toUri().getPath(), home);
+          assertInside(locationOf(path), roots);
           return BoxedUnit.UNIT;
         });
       } else {
-        assertInside(tablePathOf(relation.relation()), home);
+        assertInside(tablePathOf(relation.relation()), roots);
       }
     }
     if (node instanceof DataSourceV2Relation relation && relation.identifier().isEmpty()) {
-      assertPathTableInside(relation.table(), home);
+      assertPathTableInside(relation.table(), roots);
     }
     if (node instanceof ResolvedTable resolved) {
-      assertPathTableInside(resolved.table(), home);
+      assertPathTableInside(resolved.table(), roots);
     }
     if (node instanceof Command) {
       // A reading command may hold its table as a field, not a child (DESCRIBE HISTORY).
@@ -160,18 +167,18 @@ public final class ReadOnlyGuard implements Function1<SparkSessionExtensions, Bo
         Object value = field instanceof scala.Option<?> option && option.isDefined()
             ? option.get() : field;
         if (value instanceof Table table) {
-          assertPathTableInside(table, home);
+          assertPathTableInside(table, roots);
         }
         return BoxedUnit.UNIT;
       });
     }
   }
 
-  /** A path-named table (delta.`/x`) lies inside the home; a catalog table is not judged. */
-  private static void assertPathTableInside(Table table, String home) {
+  /** A path-named table (delta.`/x`) lies inside a root; a catalog table is not judged. */
+  private static void assertPathTableInside(Table table, String[] roots) {
     java.util.regex.Matcher path = PATH_TABLE.matcher(table.name());
     if (path.matches()) {
-      assertInside(path.group(1).replace("``", "`"), home);
+      assertInside(path.group(1).replace("``", "`"), roots);
     }
   }
 
@@ -185,19 +192,51 @@ public final class ReadOnlyGuard implements Function1<SparkSessionExtensions, Bo
       Object schemaMode = relation.getClass().getMethod("snapshotWithSchemaMode").invoke(relation);
       Object snapshot = schemaMode.getClass().getMethod("snapshot").invoke(schemaMode);
       Object log = snapshot.getClass().getMethod("path").invoke(snapshot);
-      return ((org.apache.hadoop.fs.Path) log).getParent().toUri().getPath();
+      return locationOf(((org.apache.hadoop.fs.Path) log).getParent());
     } catch (ReflectiveOperationException | ClassCastException | NullPointerException e) {
       refuse("a relation without a catalog table (" + simpleName(relation) + ")");
       return "";
     }
   }
 
-  private static void assertInside(String path, String home) {
-    String normalized = java.nio.file.Path.of(path.replaceFirst("^file:", "")).normalize()
-        .toString();
-    if (home.isEmpty() || !(normalized.equals(home) || normalized.startsWith(home + "/"))) {
-      refuse("a file path outside the lakehouse home (" + path + ")");
+  /** A Hadoop path as the guard compares it: decoded, with its store unless a local file. */
+  private static String locationOf(org.apache.hadoop.fs.Path path) {
+    java.net.URI uri = path.toUri();
+    String scheme = uri.getScheme();
+    if (scheme == null || "file".equalsIgnoreCase(scheme)) {
+      return uri.getPath();
     }
+    return scheme + "://" + (uri.getAuthority() == null ? "" : uri.getAuthority()) + uri.getPath();
+  }
+
+  /**
+   * Refuse a location outside every root (the home, the warehouse). A local path is compared
+   * normalized; a URI by its scheme, its authority (the bucket) and its normalized path, so a
+   * path in another bucket or store never passes for one under a root.
+   */
+  private static void assertInside(String location, String[] roots) {
+    String placed = placeOf(location);
+    for (String root : roots) {
+      String base = placeOf(root);
+      if (!base.isEmpty() && (placed.equals(base) || placed.startsWith(base + "/"))) {
+        return;
+      }
+    }
+    refuse("a file path outside the lakehouse home (" + location + ")");
+  }
+
+  /** `location` as one comparable string: `scheme://authority/path` or a local path. */
+  static String placeOf(String location) {
+    if (location.isEmpty()) {
+      return "";
+    }
+    java.util.regex.Matcher uri = STORE_URI.matcher(location);
+    if (uri.matches() && !"file".equalsIgnoreCase(uri.group(1))) {
+      String path = java.nio.file.Path.of("/" + uri.group(3)).normalize().toString();
+      return uri.group(1).toLowerCase(java.util.Locale.ROOT) + "://"
+          + uri.group(2).toLowerCase(java.util.Locale.ROOT) + ("/".equals(path) ? "" : path);
+    }
+    return java.nio.file.Path.of(location.replaceFirst("^file:", "")).normalize().toString();
   }
 
   private static void refuse(String what) {

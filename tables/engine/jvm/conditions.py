@@ -36,3 +36,21 @@ def has_condition(exc: BaseException, *conditions: str) -> bool:
     return found is not None and any(
         found == wanted or found.startswith(f"{wanted}.") for wanted in conditions
     )
+
+
+def java_class_names(exc: BaseException) -> set[str]:
+    """The class names of the Java exception behind a classic session's error and of its causes
+    (empty for any other error): a class with no error condition, such as the log store's
+    `lakehouse.CommitNotWrittenException`, is told apart by them."""
+    names: set[str] = set()
+    # A Py4JJavaError holds its Java exception; PySpark's own exceptions keep theirs as _origin.
+    java = getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)
+    for _ in range(_CAUSE_DEPTH):
+        if java is None:
+            break
+        try:
+            names.add(str(java.getClass().getName()))
+            java = java.getCause()
+        except Exception:  # a JVM gone: what was read so far
+            break
+    return names

@@ -74,3 +74,19 @@ def delete(spark: SparkSession, location: str) -> None:
     """Delete a file (nothing if it is gone)."""
     fs, path = _path(spark, location, f"deleting {location}")
     fs.delete(path, False)
+
+
+def request_counts(spark: SparkSession, location: str) -> dict[str, int]:
+    """The store's request counters of the FileSystem that reaches `location` (S3A's
+    IOStatistics: `object_put_request`, `object_list_request`, ...), summed over this JVM.
+
+    In a local session the executors share the driver's FileSystem, so two readings taken around
+    some work count every request it made; `make bench` divides them by the batches committed.
+    Empty for a store that keeps no statistics.
+    """
+    fs, _ = _path(spark, location, f"reading the request counters of {location}")
+    statistics = fs.getIOStatistics()  # Hadoop's FileSystem default: null
+    if statistics is None:
+        return {}
+    counters = statistics.counters()
+    return {str(name): int(counters.get(name)) for name in counters.keySet()}
