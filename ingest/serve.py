@@ -35,7 +35,7 @@ import pyspark
 
 from tables.delta.warehouse import register_all
 from tables.engine.catalogs import CatalogSpec
-from tables.engine.confs import SERVER_READ_ONLY_CONF
+from tables.engine.confs import SERVER_READ_ONLY_CONF, VARIABLE_SUBSTITUTION_CONF
 from tables.engine.connectors import cached_delta_classpath, cached_delta_jars
 from tables.engine.jvm.servers import start_jdbc_server, trust_this_thread
 from tables.engine.session import embedded_settings
@@ -79,6 +79,7 @@ class ServeOptions:
             "hive.server2.thrift.port": str(self.port),
             "spark.sql.hive.thriftServer.singleSession": "false",
             SERVER_READ_ONLY_CONF: "false" if self.allow_writes else "true",
+            VARIABLE_SUBSTITUTION_CONF: "true" if self.allow_writes else "false",
         }
 
 

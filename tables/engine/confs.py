@@ -12,3 +12,6 @@ GUARD_EXTENSION = "lakehouse.ReadOnlyGuard"
 #: Marks a session read-only (`lakehouse sql`), and a whole server (`lakehouse serve`).
 READ_ONLY_CONF = "spark.lakehouse.readOnly"
 SERVER_READ_ONLY_CONF = "spark.lakehouse.server.readOnly"
+#: Spark's `${...}` expansion in SQL text (the environment, system properties, confs): off in
+#: every read-only session.
+VARIABLE_SUBSTITUTION_CONF = "spark.sql.variable.substitute"

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tables.engine.clones import clone_session
-from tables.engine.confs import GUARD_EXTENSION, READ_ONLY_CONF
+from tables.engine.confs import GUARD_EXTENSION, READ_ONLY_CONF, VARIABLE_SUBSTITUTION_CONF
 from tables.errors import QueryError
 
 if TYPE_CHECKING:
@@ -28,6 +28,8 @@ def read_only_session(spark: SparkSession) -> SparkSession:
 
     session = clone_session(spark)
     session.conf.set(READ_ONLY_CONF, "true")
+    # `${env:X}`, `${system:y}` and `${conf}` in a statement stay text (SET is refused after)
+    session.conf.set(VARIABLE_SUBSTITUTION_CONF, "false")
     return session
 
 

@@ -170,3 +170,24 @@ def test_the_session_it_came_from_still_writes(spark: SparkSession, reader: Spar
     spark.sql("CREATE TABLE IF NOT EXISTS ro_scratch (a INT) USING delta")
     spark.sql("INSERT INTO ro_scratch VALUES (1)")
     assert reader.table("ro_scratch").count() == 1
+
+
+def test_variables_in_a_guarded_statement_stay_text(reader: SparkSession) -> None:
+    row = reader.sql("SELECT '${env:HOME}' AS e, '${spark.lakehouse.home}' AS h").collect()[0]
+    assert (row.e, row.h) == ("${env:HOME}", "${spark.lakehouse.home}")
+
+
+def test_a_per_query_file_system_option_is_refused(
+    spark: SparkSession, reader: SparkSession, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A viewfs mount set in the statement's options puts any directory under a home-like path."""
+    mounted = tmp_path_factory.mktemp("mounted")
+    (mounted / "secret.txt").write_text("s3cr3t\n")
+    statement = (
+        "SELECT * FROM text.`viewfs://m/lhmount/secret.txt` "
+        f"WITH ('fs.viewfs.mounttable.m.link./lhmount' = 'file://{mounted}')"
+    )
+    assert spark.sql(statement).collect()[0].value == "s3cr3t"  # the statement reads, unguarded
+    with pytest.raises(Exception) as caught:  # noqa: PT011 - any Spark error type; text checked
+        reader.sql(statement).collect()
+    assert "file-system option" in (refusal(caught.value) or str(caught.value)[:300])

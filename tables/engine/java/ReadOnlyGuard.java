@@ -147,6 +147,12 @@ public final class ReadOnlyGuard implements Function1<SparkSessionExtensions, Bo
     });
     if (node instanceof LogicalRelation relation && relation.catalogTable().isEmpty()) {
       if (relation.relation() instanceof HadoopFsRelation files) {
+        files.options().keys().foreach(key -> {
+          if (isStoreOption(key)) {
+            refuse("a per-query file-system option (" + key + ")");
+          }
+          return BoxedUnit.UNIT;
+        });
         files.location().rootPaths().foreach(path -> {
           assertInside(locationOf(path), roots);
           return BoxedUnit.UNIT;
@@ -197,6 +203,16 @@ public final class ReadOnlyGuard implements Function1<SparkSessionExtensions, Bo
       refuse("a relation without a catalog table (" + simpleName(relation) + ")");
       return "";
     }
+  }
+
+  /**
+   * True for a per-query option that reaches the file system's settings (`WITH ('fs.viewfs.
+   * mounttable...' = ...)` mounts any directory under a path that looks like the home's).
+   */
+  static boolean isStoreOption(String key) {
+    String lower = key.toLowerCase(java.util.Locale.ROOT);
+    return lower.startsWith("fs.") || lower.startsWith("spark.") || lower.startsWith("hadoop.")
+        || lower.startsWith("dfs.") || lower.contains("mounttable");
   }
 
   /** A Hadoop path as the guard compares it: decoded, with its store unless a local file. */
