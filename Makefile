@@ -30,7 +30,7 @@ test: setup ## Fast tier: every test that starts no extra process (real Spark an
 # A Python process holds classic Spark sessions or Spark Connect ones, never both (PySpark picks
 # the mode per process), so the Connect tests run in a pytest process of their own.
 test-slow: setup ## Slow tier: child drivers, brokers, servers, clusters, Spark Connect, the quick crash matrix
-	@$(PY) -m pytest -m "slow and not connect" $(PYTEST_ARGS); rc=$$?; \
+	@$(PY) -m pytest -m "slow and not connect and not long" $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests" >&2; exit 1; fi; \
 	$(PY) -m pytest -m connect $(PYTEST_ARGS); rc2=$$?; \
 	if [ $$rc2 -eq 5 ]; then echo "error: pytest collected no Spark Connect tests" >&2; exit 1; fi; \
@@ -50,6 +50,7 @@ demo-s3: setup ## The demo with tables, checkpoint and landing zone on a local S
 
 verify: setup ## Prove exactly-once under faults: scenarios repeated, then the full crash matrix (hours)
 	LAKEHOUSE_VERIFY_REPEAT=$(VERIFY_REPEAT) $(PY) -m pytest -q tests/ingest/test_exactly_once.py
+	$(PY) -m pytest -q -m long
 	$(PY) -m crash_matrix --json crash_matrix/last-run.json $(VERIFY_ARGS)
 
 bench: setup ## Measure what exactly-once costs, as ratios side by side (BENCH_ARGS=--help)

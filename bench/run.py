@@ -99,6 +99,11 @@ def main() -> None:
         default=True,
         help="measure commits on a local S3-API server against the local disk (child processes)",
     )
+    parser.add_argument(
+        "--devices-only",
+        action="store_true",
+        help="measure the speed devices alone (the other figures are left out of the report)",
+    )
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     parser.add_argument(
         "--label", default="quiet machine", help="conditions of the run, kept in the JSON"
@@ -156,6 +161,12 @@ def _measure(
         for path in warm_paths.values():
             path(i)
     watch.lap("session start and warm-up")
+    if args.devices_only:
+        measure_writer_devices(spark, spec, rows, args.stream_round, b, report)
+        watch.lap("speed devices: stream batch")
+        measure_start_devices(home, spark, max(args.startup_runs, 1), report)
+        watch.lap("speed devices: start-up")
+        return
 
     # Steady-state stream batches (a round of them, with the outcomes' append), a bare commit,
     # a plain append, Delta's own idempotent append. Round sides are divided by their batches.

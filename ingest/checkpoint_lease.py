@@ -3,9 +3,10 @@
 A local checkpoint is held with `flock` (`ingest.checkpoint`), which the kernel releases when the
 process ends. S3 has no locks, but it has conditional PUTs: the run creates
 `<checkpoint>/.lakehouse.lease` only if no object is there (`If-None-Match: *`), renews it every
-`RENEW_SECONDS` only if it is still the object it wrote (`If-Match` its entity tag), and deletes
-it at the end. A second run finds a live lease and stops in one line, naming the holder; a lease
-whose run was killed expires `LEASE_SECONDS` after its last renewal, or at once when its holder
+third of the lease (`LEASE_SECONDS`, or `LAKEHOUSE_CHECKPOINT_LEASE_SECONDS`) only if it is still
+the object it wrote (`If-Match` its entity tag), and deletes it at the end. A second run finds a
+live lease and stops in one line, naming the holder; a lease whose run was killed expires a
+lease's length after its last renewal, or at once when its holder
 was a process of this host that is gone, and the next run takes it over, again on condition, so
 two runs cannot both take one stale lease.
 
@@ -28,14 +29,29 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from tables.engine.jvm.objects import StoredObject, delete_object, put_object, read_object
-from tables.errors import TransientError
+from tables.errors import ConfigError, TransientError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 LEASE_FILE = ".lakehouse.lease"
 LEASE_SECONDS = 60.0
-RENEW_SECONDS = 20.0
+#: Sets another lease length (seconds, at least 3), as for a run whose store answers slowly;
+#: the holder renews at a third of it.
+LEASE_SECONDS_ENV = "LAKEHOUSE_CHECKPOINT_LEASE_SECONDS"
+
+
+def lease_seconds(setting: str | None) -> float:
+    """The lease length `LAKEHOUSE_CHECKPOINT_LEASE_SECONDS` sets, else `LEASE_SECONDS`."""
+    if setting is None or not setting.strip():
+        return LEASE_SECONDS
+    try:
+        seconds = float(setting)
+    except ValueError:
+        seconds = 0.0
+    if seconds < 3:
+        raise ConfigError(f"{LEASE_SECONDS_ENV} must be a number of seconds >= 3, got {setting!r}")
+    return seconds
 
 
 class CheckpointLeaseError(TransientError):
@@ -99,11 +115,12 @@ class CheckpointLease:
         self.owner = uuid.uuid4().hex
         self.etag: str | None = None
         self.lost = False
+        self.seconds = lease_seconds(os.environ.get(LEASE_SECONDS_ENV))
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
 
     def _lease(self) -> Lease:
-        return Lease(self.owner, socket.gethostname(), os.getpid(), time.time() + LEASE_SECONDS)
+        return Lease(self.owner, socket.gethostname(), os.getpid(), time.time() + self.seconds)
 
     def __enter__(self) -> CheckpointLease:
         self.etag = put_object(self.spark, self.location, self._lease().encode())
@@ -124,7 +141,7 @@ class CheckpointLease:
             raise CheckpointLeaseError(
                 f"checkpoint {self.checkpoint} is in use by another run ({held.describe()}): one "
                 "run per checkpoint at a time; wait for it to end, or for the lease of a killed "
-                f"run to expire (at most {LEASE_SECONDS:.0f} s)"
+                f"run to expire (at most {max(held.expires_at - time.time(), 0):.0f} s)"
             )
         replacing = found.etag if found is not None else None
         etag = put_object(self.spark, self.location, self._lease().encode(), replacing)
@@ -135,7 +152,7 @@ class CheckpointLease:
         return etag
 
     def _renew(self) -> None:
-        while not self._stop.wait(RENEW_SECONDS):
+        while not self._stop.wait(self.seconds / 3):
             try:
                 etag = put_object(self.spark, self.location, self._lease().encode(), self.etag)
             except Exception:  # a store that cannot be reached now: try again next time

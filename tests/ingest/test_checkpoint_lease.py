@@ -6,7 +6,10 @@ tests/ingest/test_object_store_runs.py.
 
 from __future__ import annotations
 
-from ingest.checkpoint_lease import Lease, decode_lease, is_expired
+import pytest
+
+from ingest.checkpoint_lease import LEASE_SECONDS, Lease, decode_lease, is_expired, lease_seconds
+from tables.errors import ConfigError
 
 
 def test_a_lease_reads_back_as_written_and_anything_else_is_no_lease() -> None:
@@ -29,3 +32,12 @@ def test_a_lease_holds_until_its_time_unless_its_holder_on_this_host_is_gone() -
     assert is_expired(lease, 999.0, "host-a", lambda pid: False)  # killed here: stale at once
     assert not is_expired(lease, 999.0, "host-b", lambda pid: False)  # another host's: wait
     assert is_expired(None, 0.0, "host-a", alive)
+
+
+def test_the_lease_length_is_the_default_or_a_stated_number_of_seconds() -> None:
+    assert lease_seconds(None) == LEASE_SECONDS
+    assert lease_seconds(" ") == LEASE_SECONDS
+    assert lease_seconds("600") == 600.0
+    for wrong in ("2", "-5", "soon"):
+        with pytest.raises(ConfigError, match="LAKEHOUSE_CHECKPOINT_LEASE_SECONDS"):
+            lease_seconds(wrong)

@@ -245,6 +245,7 @@ def lone_commit_seconds(spark: SparkSession, spec: TableSpec, location: str, hom
 
 
 @pytest.mark.slow
+@pytest.mark.long  # random points: make verify repeats it; the fixed points run in CI
 def test_zombie_writer_stalled_at_random_points(
     spark: SparkSession, make_table: MakeTable, tmp_path: Path
 ) -> None:

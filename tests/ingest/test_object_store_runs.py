@@ -230,7 +230,10 @@ def test_a_second_run_of_a_pipeline_on_s3_is_refused_while_the_first_holds_its_l
     """The first run stalls (SIGSTOP) right after its first commit, holding the lease."""
     root = project(tmp_path / "p", s3, "lease")
     drop(s3, "lease", "a", 0, 2)
-    first = start_lakehouse(root, "ingest", "a", new_session=True, fault="after_commit:stall@0")
+    # a lease that outlasts the second run's start, however slow the machine
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LAKEHOUSE_CHECKPOINT_LEASE_SECONDS", "900")
+        first = start_lakehouse(root, "ingest", "a", new_session=True, fault="after_commit:stall@0")
     lease = s3.root / "data" / BUCKET / "lease" / "checkpoints" / "a" / ".lakehouse.lease"
     deadline = time.monotonic() + 300
     while not is_stopped(first.pid) and first.poll() is None and time.monotonic() < deadline:

@@ -23,7 +23,11 @@ pytestmark = pytest.mark.slow
 MIB = 1024 * 1024
 
 
-@pytest.mark.parametrize("size", [100 * MIB, 1024 * MIB], ids=["100MiB", "1GiB"])
+@pytest.mark.parametrize(
+    "size",
+    [100 * MIB, pytest.param(1024 * MIB, marks=pytest.mark.long)],
+    ids=["100MiB", "1GiB"],
+)
 def test_a_huge_line_is_quarantined_and_the_rest_of_its_file_lands(
     spark: SparkSession, make_table: Callable[..., TableSpec], tmp_path: Path, size: int
 ) -> None:
