@@ -28,7 +28,8 @@ from dataclasses import asdict, dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from tables.engine.jvm.objects import StoredObject, delete_object, put_object, read_object
+from tables.engine.jvm.objects import StoredObject, put_object, read_object
+from tables.engine.storage import delete
 from tables.errors import ConfigError, TransientError
 
 if TYPE_CHECKING:
@@ -175,4 +176,4 @@ class CheckpointLease:
             return
         found = read_object(self.spark, self.location)
         if found is not None and found.etag == self.etag:
-            delete_object(self.spark, self.location)
+            delete(self.spark, self.location)

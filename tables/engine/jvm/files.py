@@ -15,20 +15,21 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-def _path(spark: SparkSession, location: str, operation: str) -> tuple[Any, Any]:
+def file_system(spark: SparkSession, location: str, operation: str) -> tuple[Any, Any]:
+    """The session's Hadoop FileSystem for `location`, and the location as a Hadoop Path."""
     path = gateway(spark, operation).org.apache.hadoop.fs.Path(location)
     return path.getFileSystem(hadoop_configuration(spark, operation)), path
 
 
 def exists(spark: SparkSession, location: str) -> bool:
     """True if a file or directory is at `location`."""
-    fs, path = _path(spark, location, f"checking {location}")
+    fs, path = file_system(spark, location, f"checking {location}")
     return bool(fs.exists(path))
 
 
 def status(spark: SparkSession, location: str) -> tuple[int, int] | None:
     """A file's size in bytes and modification time in ms since the epoch; None if no file."""
-    fs, path = _path(spark, location, f"reading the status of {location}")
+    fs, path = file_system(spark, location, f"reading the status of {location}")
     if not fs.exists(path):
         return None
     found = fs.getFileStatus(path)
@@ -39,7 +40,7 @@ def status(spark: SparkSession, location: str) -> tuple[int, int] | None:
 
 def children(spark: SparkSession, directory: str) -> list[tuple[str, bool]]:
     """Each entry of a directory as (URI, is a directory); empty if there is no such directory."""
-    fs, path = _path(spark, directory, f"listing {directory}")
+    fs, path = file_system(spark, directory, f"listing {directory}")
     if not fs.exists(path):
         return []
     return [
@@ -50,7 +51,7 @@ def children(spark: SparkSession, directory: str) -> list[tuple[str, bool]]:
 
 def read_bytes(spark: SparkSession, location: str) -> bytes | None:
     """A small file's bytes, or None if there is no file."""
-    fs, path = _path(spark, location, f"reading {location}")
+    fs, path = file_system(spark, location, f"reading {location}")
     if not fs.exists(path):
         return None
     stream = fs.open(path)
@@ -62,7 +63,7 @@ def read_bytes(spark: SparkSession, location: str) -> bytes | None:
 
 def write_bytes(spark: SparkSession, location: str, data: bytes) -> None:
     """Write a small file, replacing it."""
-    fs, path = _path(spark, location, f"writing {location}")
+    fs, path = file_system(spark, location, f"writing {location}")
     stream = fs.create(path, True)
     try:
         stream.write(bytearray(data))
@@ -72,7 +73,7 @@ def write_bytes(spark: SparkSession, location: str, data: bytes) -> None:
 
 def delete(spark: SparkSession, location: str) -> None:
     """Delete a file (nothing if it is gone)."""
-    fs, path = _path(spark, location, f"deleting {location}")
+    fs, path = file_system(spark, location, f"deleting {location}")
     fs.delete(path, False)
 
 
@@ -84,7 +85,7 @@ def request_counts(spark: SparkSession, location: str) -> dict[str, int]:
     some work count every request it made; `make bench` divides them by the batches committed.
     Empty for a store that keeps no statistics.
     """
-    fs, _ = _path(spark, location, f"reading the request counters of {location}")
+    fs, _ = file_system(spark, location, f"reading the request counters of {location}")
     statistics = fs.getIOStatistics()  # Hadoop's FileSystem default: null
     if statistics is None:
         return {}

@@ -1,5 +1,6 @@
 """Objects written on condition on S3 (`s3a://`): created only if absent, replaced only if
 unchanged, through S3A's conditional create (hadoop-aws 3.4.2, `If-None-Match` / `If-Match`).
+Deleting one is `tables.engine.storage.delete`, as for any file.
 
 A checkpoint's lease (`ingest.checkpoint_lease`) is such an object: the local lock of a
 checkpoint directory does not reach S3, and a conditional PUT gives the same mutual exclusion.
@@ -8,10 +9,10 @@ checkpoint directory does not reach S3, and a conditional PUT gives the same mut
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from tables.engine.jvm import gateway, hadoop_configuration
 from tables.engine.jvm.conditions import java_class_names
+from tables.engine.jvm.files import file_system
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -35,22 +36,15 @@ class StoredObject:
     etag: str
 
 
-def _fs(spark: SparkSession, location: str, operation: str) -> tuple[Any, Any]:
-    path = gateway(spark, operation).org.apache.hadoop.fs.Path(location)
-    return path.getFileSystem(hadoop_configuration(spark, operation)), path
-
-
 def read_object(spark: SparkSession, location: str) -> StoredObject | None:
     """The object at `location` with its entity tag; None if there is none."""
-    fs, path = _fs(spark, location, f"reading {location}")
+    fs, path = file_system(spark, location, f"reading {location}")
     if not fs.exists(path):
         return None
     found = fs.getFileStatus(path)
     stream = fs.open(path)
     try:
-        content = bytes(
-            gateway(spark, f"reading {location}").org.apache.commons.io.IOUtils.toByteArray(stream)
-        )
+        content = bytes(stream.readAllBytes())
     finally:
         stream.close()
     return StoredObject(content, str(found.getEtag()))
@@ -62,7 +56,7 @@ def put_object(
     """Write `content` at `location` only if no object is there (or, with `replacing`, only if
     the object there still has that entity tag); its new entity tag, or None if the condition
     failed (another writer's object is there)."""
-    fs, path = _fs(spark, location, f"writing {location}")
+    fs, path = file_system(spark, location, f"writing {location}")
     builder = fs.createFile(path).overwrite(replacing is not None)
     if replacing is None:
         builder = builder.must(_IF_NONE_MATCH, True)
@@ -77,9 +71,3 @@ def put_object(
             return None
         raise
     return str(fs.getFileStatus(path).getEtag())
-
-
-def delete_object(spark: SparkSession, location: str) -> None:
-    """Delete the object at `location` (nothing if there is none)."""
-    fs, path = _fs(spark, location, f"deleting {location}")
-    fs.delete(path, False)
