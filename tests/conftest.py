@@ -13,14 +13,27 @@ from pyspark.sql import SparkSession
 from tables.delta.provision import ensure_table
 from tables.engine.class_archive import ARCHIVE_ENV
 from tables.spec import TableSpec
+from tests.support.projects import prime_class_archives
 
 EVENT_DDL = "event_id STRING NOT NULL, user_id STRING, amount DOUBLE"
 _names = itertools.count()
 
-# No JVM of the tests (this one, or a child driver, which inherits the environment) maps or writes
-# the class archive: whichever started first on a machine would write it, with a line on its
-# stderr and a longer exit. tests/tables/test_class_archive_jvm.py turns it on for its drivers.
+# This process's JVM neither maps nor writes the class archive (it starts once per run). Child
+# drivers map those `child_class_archives` writes (`tests.support.processes.child_env`);
+# tests/tables/test_class_archive_jvm.py writes and maps its own.
 os.environ.setdefault(ARCHIVE_ENV, "off")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def child_class_archives(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Write the child drivers' class archives once, before the first test, when any starts one.
+
+    A run of the fast tier starts no child driver, and pays nothing.
+    """
+    if any(item.get_closest_marker("slow") for item in request.session.items):
+        prime_class_archives(tmp_path_factory.mktemp("class-archive"))
 
 
 @pytest.fixture(scope="session")

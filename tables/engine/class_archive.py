@@ -13,7 +13,8 @@ process's exit the process waits for its JVM to finish and moves the archive int
 is an `flock` held until then, as a checkpoint's is (`ingest.checkpoint`): the kernel drops it
 with a killed writer, and the next start takes over and removes the partial file it left. A JVM that
 exits cleanly without writing one (a Java without its base archive) is not asked again for a
-day. `LAKEHOUSE_CLASS_ARCHIVE=off` leaves the JVM's options alone.
+day. `LAKEHOUSE_CLASS_ARCHIVE=off` leaves the JVM's options alone; `use` maps an archive that is
+there and never writes one (a CI job or a shared cache that writes its archive once, up front).
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ _JVM_ENV = ("SPARK_CONF_DIR", "SPARK_SUBMIT_OPTS")
 _JVM_FILES = ("lib/server/libjvm.so", "lib/server/classes.jsa", "lib/modules")
 
 ArchiveMode = Literal["use", "write", "none"]
+#: What `LAKEHOUSE_CLASS_ARCHIVE` asks for: map or write (default), map only, nothing.
+ArchiveSetting = Literal["on", "use", "off"]
 
 
 @dataclass(frozen=True)
@@ -68,9 +71,17 @@ class ArchivePlan:
     lock: IO[str] | None = field(default=None, compare=False)
 
 
+def archive_setting(environ: Mapping[str, str]) -> ArchiveSetting:
+    """`LAKEHOUSE_CLASS_ARCHIVE`: `off` (or 0, false, no), `use` (map only), else `on`."""
+    value = environ.get(ARCHIVE_ENV, "on").strip().lower()
+    if value in {"off", "0", "false", "no"}:
+        return "off"
+    return "use" if value == "use" else "on"
+
+
 def is_enabled(environ: Mapping[str, str]) -> bool:
     """True unless `LAKEHOUSE_CLASS_ARCHIVE` turns the archive off."""
-    return environ.get(ARCHIVE_ENV, "on").strip().lower() not in {"off", "0", "false", "no"}
+    return archive_setting(environ) != "off"
 
 
 def archive_key(java: str, class_path: Iterable[str], java_options: str) -> str:
@@ -89,7 +100,7 @@ def should_remove(age_days: float) -> bool:
     return age_days > UNUSED_DAYS
 
 
-def plan_archive(cache: Path, key: str, pid: int) -> ArchivePlan:
+def plan_archive(cache: Path, key: str, pid: int, *, may_write: bool = True) -> ArchivePlan:
     """Use the archive of `key` if there is one; else write it if no live process is writing it.
 
     Each use touches the archive, so the archives still in use can be told from stale ones, and
@@ -104,7 +115,7 @@ def plan_archive(cache: Path, key: str, pid: int) -> ArchivePlan:
         _remove_partials(archive)  # a killed writer's JVM may have written one since
         mapped = (f"-XX:SharedArchiveFile={archive}", "-Xshare:auto", _VERIFY)
         return ArchivePlan("use", mapped, archive)
-    if _is_recent(archive.with_suffix(".failed")):
+    if not may_write or _is_recent(archive.with_suffix(".failed")):
         return ArchivePlan("none")
     cache.mkdir(parents=True, exist_ok=True)
     lock = _locked(archive.with_suffix(".lock"))
@@ -140,7 +151,8 @@ def with_class_archive(
         try:
             entries = class_path_entries(spark_home / "jars", extra)
             key = archive_key(java_release(environ), entries, options)
-            plan = plan_archive(cache, key, os.getpid())
+            may_write = archive_setting(environ) == "on"
+            plan = plan_archive(cache, key, os.getpid(), may_write=may_write)
         except OSError:  # a cache that cannot be written: start without an archive
             plan = ArchivePlan("none")
     java_options = [conf.get("spark.driver.extraJavaOptions", ""), *plan.options]

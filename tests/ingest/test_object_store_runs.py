@@ -26,7 +26,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from tests.support.processes import run_lakehouse
-from tests.support.projects import start_lakehouse
+from tests.support.projects import prime_class_archive, start_lakehouse
 from tests.support.s3_server import S3Server, start_s3_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.object_store]
@@ -43,6 +43,10 @@ def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
         for name, value in server.credentials().items():
             patch.setenv(name, value)
         server.bucket(BUCKET)
+        # The drivers of an S3 project load the S3A JARs: a class path of its own to archive.
+        prime_class_archive(
+            project(tmp_path_factory.mktemp("prime"), server, "prime"), "sql", "SELECT 1"
+        )
         yield server
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tables.engine.class_archive import ARCHIVE_ENV
 from tests.support.processes import child_env, run_lakehouse
 
 
@@ -106,7 +107,7 @@ def start_lakehouse(
             return subprocess.Popen(
                 [sys.executable, "-m", "ingest.cli", *args],
                 cwd=cwd,
-                env=child_env(),
+                env=child_env(fault),
                 stdout=output,
                 stderr=subprocess.STDOUT,
                 text=True,
@@ -136,3 +137,56 @@ def copies(root: Path, table: str = "events", key: str = "event_id") -> dict[str
     )
     assert queried.returncode == 0, queried.stderr
     return {row["k"]: int(row["copies"]) for row in json.loads(queried.stdout)}
+
+
+#: A project with a Kafka pipeline: its drivers load the Kafka connector, another class path.
+KAFKA_PROJECT = """[lakehouse]
+home = ".lakehouse"
+
+[tables.events]
+schema = "event_id STRING NOT NULL"
+keys = ["event_id"]
+
+[pipelines.k]
+table = "events"
+app_id = "events-k"
+[pipelines.k.source]
+kind = "kafka"
+bootstrap_servers = "127.0.0.1:9"
+topic = "t"
+"""
+
+
+def prime_class_archives(root: Path) -> None:
+    """Write the child drivers' class archives: one per class path the slow tier's children use.
+
+    A JSON project's ingest covers the classes an ingest loads; a Kafka project's query, the
+    connector's class path.
+    """
+    plain = root / "json"
+    plain.mkdir()
+    write_project(plain, [Pipeline("a", "events-a")])
+    land(plain / "landing", "0001.json", events(["k"]))
+    prime_class_archive(plain, "ingest", "a")
+    kafka = root / "kafka"
+    kafka.mkdir()
+    (kafka / "lakehouse.toml").write_text(KAFKA_PROJECT)
+    prime_class_archive(kafka, "sql", "SELECT 1")
+
+
+def prime_class_archive(cwd: Path, *args: str) -> None:
+    """Run `lakehouse ARGS` in `cwd` with the class archive `on`: it writes its class path's.
+
+    The children map it (`child_env` sets `use`). When the archive is there already, the
+    command maps it and writes nothing.
+    """
+    primed = subprocess.run(
+        [sys.executable, "-m", "ingest.cli", *args],
+        cwd=cwd,
+        env={**child_env(), ARCHIVE_ENV: "on"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert primed.returncode == 0, f"priming a class archive: {primed.stderr[-3000:]}"

@@ -12,6 +12,7 @@ from tables.engine.class_archive import (
     ARCHIVE_ENV,
     ArchivePlan,
     archive_key,
+    archive_setting,
     is_enabled,
     plan_archive,
     release,
@@ -60,6 +61,25 @@ def test_the_key_changes_with_java_any_jar_or_the_java_options() -> None:
 )
 def test_the_archive_is_on_unless_turned_off(value: str | None, enabled: bool) -> None:
     assert is_enabled({} if value is None else {ARCHIVE_ENV: value}) is enabled
+
+
+@pytest.mark.parametrize(
+    ("value", "setting"),
+    [(None, "on"), ("on", "on"), (" USE ", "use"), ("use", "use"), ("off", "off"), ("no", "off")],
+)
+def test_the_setting_maps_and_writes_maps_only_or_does_nothing(
+    value: str | None, setting: str
+) -> None:
+    assert archive_setting({} if value is None else {ARCHIVE_ENV: value}) == setting
+
+
+def test_a_start_that_may_not_write_maps_an_archive_that_is_there_and_else_runs_without(
+    tmp_path: Path,
+) -> None:
+    assert plan_archive(tmp_path, KEY, pid=os.getpid(), may_write=False) == ArchivePlan("none")
+    assert not list(tmp_path.iterdir())  # no lock taken, nothing written
+    (tmp_path / f"classes-{KEY}.jsa").write_text("classes")
+    assert plan_archive(tmp_path, KEY, pid=os.getpid(), may_write=False).mode == "use"
 
 
 def test_only_archives_unused_for_a_month_are_removed() -> None:
