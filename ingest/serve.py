@@ -36,8 +36,16 @@ import pyspark
 from tables.delta.warehouse import register_all
 from tables.engine.catalogs import CatalogSpec
 from tables.engine.confs import SERVER_READ_ONLY_CONF, VARIABLE_SUBSTITUTION_CONF
+from tables.engine.connect_token import (
+    TOKEN_ENV,
+    new_token,
+    remove_token,
+    token_path,
+    write_token,
+)
 from tables.engine.connectors import cached_delta_classpath, cached_delta_jars
 from tables.engine.jvm.servers import start_jdbc_server, trust_this_thread
+from tables.engine.secrets import split_secrets, submit_options, write_secrets_file
 from tables.engine.session import embedded_settings
 from tables.errors import ConfigError, SessionError
 
@@ -127,6 +135,19 @@ class ConnectServer:
     process: subprocess.Popen[bytes]
     url: str
     log: Path
+    home: Path
+    token: str
+    #: The server's secret settings, read by spark-submit at its start; removed once it listens.
+    secrets: Path | None = None
+
+    @property
+    def token_file(self) -> Path:
+        """Where this user's clients find the token (`lakehouse --remote` reads it there)."""
+        return token_path(self.home)
+
+    def _forget_secrets(self) -> None:
+        if self.secrets is not None:
+            self.secrets.unlink(missing_ok=True)
 
     def wait_ready(self, host: str, port: int, timeout: float = CONNECT_START_SECONDS) -> None:
         """Return once the server accepts connections; SessionError if it ended or timed out."""
@@ -138,6 +159,7 @@ class ConnectServer:
                     f"before it listened on {host}:{port}; see {self.log}"
                 )
             with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=1):
+                self._forget_secrets()
                 return
             time.sleep(0.5)
         self.stop()
@@ -154,13 +176,19 @@ class ConnectServer:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
+        self._forget_secrets()
+        remove_token(self.home, self.token)
         return self.process.returncode
 
 
 def connect_server_command(
     home: Path, catalog: CatalogSpec, host: str, port: int
-) -> tuple[list[str], dict[str, str]]:
-    """The spark-submit command line and environment of a Connect server for `home`."""
+) -> tuple[list[str], dict[str, str], dict[str, str]]:
+    """The spark-submit command line, environment and secret settings of a Connect server.
+
+    The secret settings (`tables.engine.secrets`) are not on the command line: the caller hands
+    them to spark-submit in a file.
+    """
 
     driver_jars = delta_driver_jars()  # resolves and remembers Delta's JARs if none are yet
     delta = [str(j) for j in cached_delta_classpath() or ()]
@@ -176,9 +204,10 @@ def connect_server_command(
         },
     )
     settings["spark.jars"] = ",".join([*delta, *filter(None, settings["spark.jars"].split(","))])
+    public, secret = split_secrets(settings)
     spark_home = Path(pyspark.__file__).parent
     command = [str(spark_home / "bin" / "spark-submit"), "--class", CONNECT_SERVER_CLASS]
-    for key, value in settings.items():
+    for key, value in public.items():
         command += ["--conf", f"{key}={value}"]
     env = {
         **os.environ,
@@ -186,19 +215,26 @@ def connect_server_command(
         "SPARK_LOCAL_IP": host if host != "0.0.0.0" else "127.0.0.1",
         "PYSPARK_PYTHON": sys.executable,
     }
-    return command, env
+    return command, env, secret
 
 
 def start_connect_server(home: Path, catalog: CatalogSpec, host: str, port: int) -> ConnectServer:
     """Start Spark's Connect server for `home` in a child process (not yet ready).
 
-    The server ends with the thread that starts it, even when this process is killed outright
-    (SIGKILL, the OOM killer) and cannot stop it: an orphan would go on listening, without
-    authentication, and hold the port from the next `serve`.
+    Every call must carry the server's token (`tables.engine.connect_token`), new at each start,
+    given to the server in its environment. The server ends with the thread that starts it, even
+    when this process is killed outright (SIGKILL, the OOM killer) and cannot stop it: an orphan
+    would go on listening and hold the port from the next `serve`.
     """
-    command, env = connect_server_command(home, catalog, host, port)
+    command, env, secret = connect_server_command(home, catalog, host, port)
+    token = new_token()
+    env[TOKEN_ENV] = token
     log = home / "logs" / "connect-server.log"
     log.parent.mkdir(parents=True, exist_ok=True)
+    properties = write_secrets_file(secret)
+    if properties is not None:
+        command[1:1] = submit_options(properties)
+    write_token(home, token)
     with open(log, "ab") as output:
         process = subprocess.Popen(
             command,
@@ -208,7 +244,7 @@ def start_connect_server(home: Path, catalog: CatalogSpec, host: str, port: int)
             start_new_session=True,
             preexec_fn=ending_with_this_thread(),
         )
-    return ConnectServer(process, f"sc://{host}:{port}", log)
+    return ConnectServer(process, f"sc://{host}:{port}", log, home, token, properties)
 
 
 def ending_with_this_thread() -> Callable[[], None] | None:

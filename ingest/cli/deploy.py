@@ -94,9 +94,10 @@ def serve(
         )
     if connect and not is_loopback(host) and not yes:
         typer.confirm(
-            f"Spark Connect has no authentication: every client that reaches {host}:"
-            f"{connect_port} can run any code and write any table. Serve it there "
-            "(--no-connect serves JDBC only)?",
+            f"Spark Connect asks for a token but has no TLS: whoever watches the network "
+            f"between a client and {host}:{connect_port} can take the token, then run any code "
+            "and write any table (PySpark clients send a token to another host over TLS only: "
+            "put a TLS proxy in front). Serve it there (--no-connect serves JDBC only)?",
             abort=True,
             err=True,
         )
@@ -150,7 +151,10 @@ def _serve_until_stopped(
     def ready(tables: list[str]) -> None:
         if connect_server is not None:
             connect_server.wait_ready(host, connect_port)
-        also = f" and {connect_server.url} (Spark Connect)" if connect_server else ""
+        also = ""
+        if connect_server is not None:
+            token = connect_server.token_file
+            also = f" and {connect_server.url} (Spark Connect, token in {token})"
         err.print(
             f"serving {len(tables)} table(s) at {options.url} ({mode}){also}; Ctrl-C or SIGTERM "
             "stops",

@@ -29,6 +29,7 @@ from pyspark.sql import SparkSession
 from tables.engine.catalogs import CatalogSpec
 from tables.engine.class_archive import ArchivePlan, release, with_class_archive, write_at_exit
 from tables.engine.confs import GUARD_EXTENSION, HOME_CONF
+from tables.engine.connect_token import authenticated_url, client_token, connect_failure
 from tables.engine.connectors import (
     cache_root,
     cached_delta_classpath,
@@ -40,6 +41,7 @@ from tables.engine.java_classes import project_jar
 from tables.engine.jvm import gateway_process, is_classic, is_jvm_running, stop_active_context
 from tables.engine.metastore import schema_ready
 from tables.engine.object_store import object_store_jars
+from tables.engine.secrets import secrets_for_launch, split_secrets
 from tables.errors import SessionError, first_line
 from tables.identifiers import shorten
 
@@ -125,22 +127,20 @@ def connect_session(url: str, home: Path | str | None = None) -> SparkSession:
         raise SessionError(
             f"--remote {shorten(url)} is not a Spark Connect URL: use sc://HOST:PORT"
         )
-    try:
-        spark = SparkSession.builder.remote(url).getOrCreate()
+    wanted = _resolve_home(home)
+    try:  # with the token of the home's server (`connect_token`)
+        token = client_token(wanted, os.environ)
+        spark = SparkSession.builder.remote(authenticated_url(url, token)).getOrCreate()
         served = spark.conf.get(HOME_CONF, None)
     except ImportError as exc:
         raise SessionError(
             "the Spark Connect client is not installed: pip install 'lakehouse-ingest[connect]'"
         ) from exc
     except Exception as exc:
-        raise SessionError(
-            f"cannot reach the Spark Connect server at {url} ({first_line(exc)[:160]}); start one "
-            "with `lakehouse serve`"
-        ) from exc
+        raise SessionError(connect_failure(url, wanted, token, exc)) from exc
     # PySpark's client sends a clean-up call at interpreter exit and retries it for minutes when
     # the server is gone; closing the channel first makes that call fail at once.
     atexit.register(close_connect_session, spark)
-    wanted = _resolve_home(home)
     if served is not None and Path(served) != wanted:
         raise SessionError(
             f"the Spark Connect server at {url} serves the lakehouse home {served}, but this "
@@ -306,11 +306,13 @@ def _build_embedded(
         conf["spark.jars"] = ",".join([*(str(j) for j in cached), *own])
         if not is_jvm_running():  # the class path is known: the JVM may map its archive
             conf, plan = with_class_archive(conf, os.environ, cache_root())
+    # A new JVM gets its secrets from a private file, not its command line (`secrets`).
+    conf, secret = split_secrets(conf) if not is_jvm_running() else (conf, {})
     for key, value in conf.items():
         builder = builder.config(key, value)
     log_path = home / "logs" / "spark-driver.log"
     try:
-        with _output_to(log_path):
+        with _output_to(log_path), secrets_for_launch(secret):
             if cached is None:
                 builder = configure_spark_with_delta_pip(builder)
             spark = builder.getOrCreate()

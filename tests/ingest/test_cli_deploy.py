@@ -85,9 +85,8 @@ def test_serve_asks_before_spark_connect_listens_beyond_loopback(
     monkeypatch.chdir(tmp_path)
     result = runner.invoke(app, ["serve", "--host", "0.0.0.0", "--port", "1"], input="n\n")
     assert result.exit_code == 1
-    assert "Spark Connect has no authentication: every client that reaches 0.0.0.0:15002" in (
-        result.output
-    )
+    assert "Spark Connect asks for a token but has no TLS" in result.output
+    assert "between a client and 0.0.0.0:15002 can take the token" in result.output
     assert "Aborted" in result.output
 
 

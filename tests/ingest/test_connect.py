@@ -12,6 +12,8 @@ import atexit
 import contextlib
 import os
 import shutil
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,6 +34,7 @@ from tables.delta.markers import committed_batches
 from tables.delta.provision import ensure_table
 from tables.delta.writer import TableWriter
 from tables.engine.catalogs import CatalogSpec
+from tables.engine.connect_token import TOKEN_ENV, authenticated_url
 from tables.engine.jvm import is_classic
 from tables.engine.session import close_connect_session, connect_session
 from tables.errors import (
@@ -43,7 +46,7 @@ from tables.errors import (
 from tables.faults import ENV_VAR
 from tables.spec import TableSpec
 from tests.support.kafka_broker import KafkaBroker
-from tests.support.processes import run_lakehouse
+from tests.support.processes import child_env, run_lakehouse
 from tests.support.projects import EVENTS, Pipeline, events, land, write_project
 from tests.support.servers import free_port
 
@@ -62,7 +65,8 @@ class Server:
 
     def session(self) -> SparkSession:
         """A new client session (a server-side session of its own), closed with the server."""
-        session = SparkSession.builder.remote(self.url).create()
+        url = authenticated_url(self.url, self.process.token)
+        session = SparkSession.builder.remote(url).create()
         atexit.register(close_connect_session, session)
         return session
 
@@ -395,7 +399,23 @@ def test_a_crash_after_the_commit_over_remote_is_skipped_on_restart(
             "--format",
             "csv",
         )
+        # A client with another token than the server's is refused, in one line.
+        refused = subprocess.run(
+            [sys.executable, "-m", "ingest.cli", "--remote", running.url, "sql", "SELECT 1"],
+            cwd=tmp_path,
+            env={**child_env(), TOKEN_ENV: "not-the-servers-token"},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
 
+    assert (refused.returncode, refused.stdout) == (1, ""), refused.stderr
+    assert refused.stderr.strip().splitlines() == [
+        f"error: the Spark Connect server at {running.url} refused this client: it sent the "
+        f"token from {TOKEN_ENV}, not the server's (`lakehouse serve` writes it to "
+        f"<home>/serve/connect.token for its user; another user sets {TOKEN_ENV})"
+    ], refused.stderr
     assert crashed.returncode == 1, crashed.stderr
     assert crashed.stderr.strip().count("\n") <= 2, crashed.stderr
     assert "Traceback" not in crashed.stderr

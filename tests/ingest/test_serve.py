@@ -218,7 +218,10 @@ def test_ctrl_c_stops_the_server_cleanly(served: Served) -> None:
 def test_a_killed_server_leaves_nothing_listening(served: Served) -> None:
     """SIGKILL (the OOM killer) gives `serve` no chance to stop its Connect server's JVM."""
     with LakehouseServer(served.root) as server:
-        connect = re.compile(rf"sc://{LOOPBACK}:{server.connect_port} \(Spark Connect\)")
+        connect = re.compile(
+            rf"sc://{LOOPBACK}:{server.connect_port} \(Spark Connect, token in "
+            rf"{re.escape(str(server.cwd / '.lakehouse' / 'serve' / 'connect.token'))}\)"
+        )
         wait_until(lambda: bool(connect.search(server.output())), 300, "the Connect endpoint")
         assert server.process is not None
         server.process.kill()

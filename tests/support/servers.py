@@ -127,7 +127,7 @@ class PostgresCluster:
         self.port = free_port()
         self.database = database
         self.user = user
-        self.password = "lakehouse-test"
+        self.password = "pw-of-the-metastore-3f9c"
 
     @property
     def url(self) -> str:

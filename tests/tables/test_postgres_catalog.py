@@ -8,6 +8,7 @@ own JVM, as jobs are.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -15,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -82,7 +84,7 @@ def postgres() -> Iterator[PostgresCluster]:
 
 
 def lakehouse(
-    cwd: Path, *args: str, password: str | None = "lakehouse-test"
+    cwd: Path, *args: str, password: str | None = "pw-of-the-metastore-3f9c"
 ) -> subprocess.Popen[str]:
     """Start `lakehouse ARGS` in `cwd`, with the metastore password in the environment or not."""
     env = {k: v for k, v in child_env().items() if k != PASSWORD_ENV}
@@ -116,6 +118,37 @@ def land(directory: Path, key: str, value: str, count: int) -> None:
     directory.mkdir()
     lines = (json.dumps({key: f"{key}-{i}", value: float(i)}) for i in range(count))
     (directory / "part-0.json").write_text("\n".join(lines) + "\n")
+
+
+@dataclass
+class Watched:
+    """What the command lines of this machine's processes showed while some commands ran."""
+
+    jvms_seen: int = 0
+    holding: list[str] = field(default_factory=list)
+
+
+def command_lines() -> list[str]:
+    """Every process's command line, as `ps` shows it to any local user."""
+    lines = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                raw = (entry / "cmdline").read_bytes()
+                lines.append(raw.replace(b"\0", b" ").decode(errors="replace"))
+    return lines
+
+
+def watch_command_lines(running: list[subprocess.Popen[str]], secret: str) -> Watched:
+    """Read every command line until `running` end; note the driver JVMs and any `secret`."""
+    watched = Watched()
+    while any(process.poll() is None for process in running):
+        for line in command_lines():
+            watched.jvms_seen += "org.apache.spark.deploy.SparkSubmit" in line
+            if secret in line:
+                watched.holding.append(line[:300])
+        time.sleep(0.2)
+    return watched
 
 
 def ddl_statements(cluster: PostgresCluster) -> list[str]:
@@ -155,7 +188,11 @@ def test_processes_share_tables_through_the_postgres_metastore(
         lakehouse(first, "sql", "--format", "json", "SELECT count(*) AS n FROM events"),
         lakehouse(second, "status", "orders", "--format", "json"),
     ]
+    watched = watch_command_lines(readers, postgres.password)
     events, count, orders = (json.loads(finished(reader))[0] for reader in readers)
+    # Any local user reads command lines (`ps`): the drivers' JVMs had the password elsewhere.
+    assert watched.jvms_seen > 0, "no driver JVM was seen while the readers ran"
+    assert watched.holding == [], watched.holding
     print(f"status, sql and status at once on the hive catalog: {time.monotonic() - started:.0f} s")
     assert (events["rows"], events["apps"]) == (EVENTS, {"events": 0})
     assert count["n"] == EVENTS
