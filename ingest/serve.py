@@ -35,17 +35,16 @@ import pyspark
 
 from tables.delta.warehouse import register_all
 from tables.engine.catalogs import CatalogSpec
-from tables.engine.confs import SERVER_READ_ONLY_CONF, VARIABLE_SUBSTITUTION_CONF
-from tables.engine.connect_token import (
-    TOKEN_ENV,
-    new_token,
-    remove_token,
-    token_path,
-    write_token,
+from tables.engine.confs import (
+    SERVE_AUTH_FILE_CONF,
+    SERVER_READ_ONLY_CONF,
+    TOKEN_AUTHENTICATOR,
+    VARIABLE_SUBSTITUTION_CONF,
 )
 from tables.engine.connectors import cached_delta_classpath, cached_delta_jars
 from tables.engine.jvm.servers import start_jdbc_server, trust_this_thread
 from tables.engine.secrets import split_secrets, submit_options, write_secrets_file
+from tables.engine.serve_token import TOKEN_ENV
 from tables.engine.session import embedded_settings
 from tables.errors import ConfigError, SessionError
 
@@ -80,9 +79,13 @@ class ServeOptions:
         """The JDBC URL clients connect to."""
         return f"jdbc:hive2://{self.host}:{self.port}/default"
 
-    def session_conf(self) -> dict[str, str]:
-        """The Spark settings of the server's session: listener, one session per client, guard."""
+    def session_conf(self, token_file: Path) -> dict[str, str]:
+        """The Spark settings of the server's session: listener, one session per client, guard,
+        and the login: any user, the token in `token_file` as password."""
         return {
+            "hive.server2.authentication": "CUSTOM",
+            "hive.server2.custom.authentication.class": TOKEN_AUTHENTICATOR,
+            SERVE_AUTH_FILE_CONF: str(token_file),
             "hive.server2.thrift.bind.host": self.host,
             "hive.server2.thrift.port": str(self.port),
             "spark.sql.hive.thriftServer.singleSession": "false",
@@ -135,15 +138,9 @@ class ConnectServer:
     process: subprocess.Popen[bytes]
     url: str
     log: Path
-    home: Path
     token: str
     #: The server's secret settings, read by spark-submit at its start; removed once it listens.
     secrets: Path | None = None
-
-    @property
-    def token_file(self) -> Path:
-        """Where this user's clients find the token (`lakehouse --remote` reads it there)."""
-        return token_path(self.home)
 
     def _forget_secrets(self) -> None:
         if self.secrets is not None:
@@ -177,7 +174,6 @@ class ConnectServer:
                     os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
         self._forget_secrets()
-        remove_token(self.home, self.token)
         return self.process.returncode
 
 
@@ -218,23 +214,23 @@ def connect_server_command(
     return command, env, secret
 
 
-def start_connect_server(home: Path, catalog: CatalogSpec, host: str, port: int) -> ConnectServer:
+def start_connect_server(
+    home: Path, catalog: CatalogSpec, host: str, port: int, token: str
+) -> ConnectServer:
     """Start Spark's Connect server for `home` in a child process (not yet ready).
 
-    Every call must carry the server's token (`tables.engine.connect_token`), new at each start,
-    given to the server in its environment. The server ends with the thread that starts it, even
+    Every call must carry `token` (`tables.engine.serve_token`), given to the server in its
+    environment. The server ends with the thread that starts it, even
     when this process is killed outright (SIGKILL, the OOM killer) and cannot stop it: an orphan
     would go on listening and hold the port from the next `serve`.
     """
     command, env, secret = connect_server_command(home, catalog, host, port)
-    token = new_token()
     env[TOKEN_ENV] = token
     log = home / "logs" / "connect-server.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     properties = write_secrets_file(secret)
     if properties is not None:
         command[1:1] = submit_options(properties)
-    write_token(home, token)
     with open(log, "ab") as output:
         process = subprocess.Popen(
             command,
@@ -244,7 +240,7 @@ def start_connect_server(home: Path, catalog: CatalogSpec, host: str, port: int)
             start_new_session=True,
             preexec_fn=ending_with_this_thread(),
         )
-    return ConnectServer(process, f"sc://{host}:{port}", log, home, token, properties)
+    return ConnectServer(process, f"sc://{host}:{port}", log, token, properties)
 
 
 def ending_with_this_thread() -> Callable[[], None] | None:

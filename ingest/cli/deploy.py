@@ -7,6 +7,7 @@ import shlex
 import signal
 import socket
 import threading
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -24,6 +25,7 @@ from ingest.serve import (
     start_connect_server,
 )
 from ingest.submit import submit_command
+from tables.engine.serve_token import new_token, remove_token, write_token
 from tables.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -116,25 +118,29 @@ def serve(
             signal.signal(signum, lambda *_: stop.set())
 
     stop_on_signals()
-    connect_server = (
-        start_connect_server(cfg.home, cfg.catalog, host, connect_port) if connect else None
-    )
+    # Both endpoints ask for this token (`tables.engine.serve_token`), new at each start.
+    token = new_token()
+    token_file = write_token(cfg.home, token)
+    connect_server = None
     try:
+        if connect:
+            connect_server = start_connect_server(cfg.home, cfg.catalog, host, connect_port, token)
         with err.status("starting Spark, the JDBC server and the Spark Connect server…"):
             spark = get_spark(
                 cfg.home,
                 app_name="lakehouse-serve",
                 catalog=cfg.catalog,
-                extra_conf=options.session_conf(),
+                extra_conf=options.session_conf(token_file),
                 driver_classpath=delta_driver_jars(),
             )
         # PySpark's SparkContext replaces the SIGINT handler with one that raises
         # KeyboardInterrupt: Ctrl-C then ended the command as interrupted instead of stopping.
         stop_on_signals()
-        _serve_until_stopped(spark, options, stop, connect_server, host, connect_port)
+        _serve_until_stopped(spark, options, stop, connect_server, (host, connect_port), token_file)
     finally:
         if connect_server is not None:
             connect_server.stop()
+        remove_token(cfg.home, token)
     emit(f"stopped serving {options.url}")
 
 
@@ -143,21 +149,18 @@ def _serve_until_stopped(
     options: ServeOptions,
     stop: threading.Event,
     connect_server: ConnectServer | None,
-    host: str,
-    connect_port: int,
+    connect_address: tuple[str, int],
+    token_file: Path,
 ) -> None:
     mode = "read-write" if options.allow_writes else "read-only"
 
     def ready(tables: list[str]) -> None:
         if connect_server is not None:
-            connect_server.wait_ready(host, connect_port)
-        also = ""
-        if connect_server is not None:
-            token = connect_server.token_file
-            also = f" and {connect_server.url} (Spark Connect, token in {token})"
+            connect_server.wait_ready(*connect_address)
+        also = f" and {connect_server.url} (Spark Connect)" if connect_server else ""
         err.print(
-            f"serving {len(tables)} table(s) at {options.url} ({mode}){also}; Ctrl-C or SIGTERM "
-            "stops",
+            f"serving {len(tables)} table(s) at {options.url} ({mode}){also}; clients give the "
+            f"token in {token_file} (JDBC: as the password, any user); Ctrl-C or SIGTERM stops",
             markup=False,
             soft_wrap=True,
         )

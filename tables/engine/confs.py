@@ -15,3 +15,7 @@ SERVER_READ_ONLY_CONF = "spark.lakehouse.server.readOnly"
 #: Spark's `${...}` expansion in SQL text (the environment, system properties, confs): off in
 #: every read-only session.
 VARIABLE_SUBSTITUTION_CONF = "spark.sql.variable.substitute"
+#: The JDBC server's login check (`java/TokenAuthenticator.java`), and the setting that names the
+#: file holding the token it compares passwords with (a path: the token is in no setting).
+TOKEN_AUTHENTICATOR = "lakehouse.TokenAuthenticator"
+SERVE_AUTH_FILE_CONF = "spark.lakehouse.serve.authFile"

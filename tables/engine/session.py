@@ -29,7 +29,6 @@ from pyspark.sql import SparkSession
 from tables.engine.catalogs import CatalogSpec
 from tables.engine.class_archive import ArchivePlan, release, with_class_archive, write_at_exit
 from tables.engine.confs import GUARD_EXTENSION, HOME_CONF
-from tables.engine.connect_token import authenticated_url, client_token, connect_failure
 from tables.engine.connectors import (
     cache_root,
     cached_delta_classpath,
@@ -42,6 +41,7 @@ from tables.engine.jvm import gateway_process, is_classic, is_jvm_running, stop_
 from tables.engine.metastore import schema_ready
 from tables.engine.object_store import object_store_jars
 from tables.engine.secrets import secrets_for_launch, split_secrets
+from tables.engine.serve_token import authenticated_url, client_token, connect_failure
 from tables.errors import SessionError, first_line
 from tables.identifiers import shorten
 
@@ -128,7 +128,7 @@ def connect_session(url: str, home: Path | str | None = None) -> SparkSession:
             f"--remote {shorten(url)} is not a Spark Connect URL: use sc://HOST:PORT"
         )
     wanted = _resolve_home(home)
-    try:  # with the token of the home's server (`connect_token`)
+    try:  # with the token of the home's server (`serve_token`)
         token = client_token(wanted, os.environ)
         spark = SparkSession.builder.remote(authenticated_url(url, token)).getOrCreate()
         served = spark.conf.get(HOME_CONF, None)

@@ -65,8 +65,14 @@ def test_serve_refuses_a_busy_port_before_spark_starts(
 def test_serve_options() -> None:
     options = ServeOptions(port=10005)
     assert options.url == "jdbc:hive2://127.0.0.1:10005/default"
-    assert options.session_conf()[SERVER_READ_ONLY_CONF] == "true"
-    assert ServeOptions(allow_writes=True).session_conf()[SERVER_READ_ONLY_CONF] == "false"
+    token = Path("/home/me/.lakehouse/serve/token")
+    conf = options.session_conf(token)
+    assert conf[SERVER_READ_ONLY_CONF] == "true"
+    assert ServeOptions(allow_writes=True).session_conf(token)[SERVER_READ_ONLY_CONF] == "false"
+    # Every login checked against the token's file; the token itself is in no setting.
+    assert conf["hive.server2.authentication"] == "CUSTOM"
+    assert conf["hive.server2.custom.authentication.class"] == "lakehouse.TokenAuthenticator"
+    assert conf["spark.lakehouse.serve.authFile"] == str(token)
     with pytest.raises(ConfigError, match="--port"):
         ServeOptions(port=70000)
 

@@ -34,8 +34,8 @@ from tables.delta.markers import committed_batches
 from tables.delta.provision import ensure_table
 from tables.delta.writer import TableWriter
 from tables.engine.catalogs import CatalogSpec
-from tables.engine.connect_token import TOKEN_ENV, authenticated_url
 from tables.engine.jvm import is_classic
+from tables.engine.serve_token import TOKEN_ENV, authenticated_url, new_token, write_token
 from tables.engine.session import close_connect_session, connect_session
 from tables.errors import (
     BatchContentMismatchError,
@@ -79,7 +79,9 @@ def connect_server(home: Path, fault: str | None = None) -> Iterator[Server]:
         os.environ[ENV_VAR] = fault
     try:
         port = free_port()
-        process = start_connect_server(home, CatalogSpec(), "127.0.0.1", port)
+        token = new_token()
+        write_token(home, token)  # as `serve` does, for the `lakehouse --remote` children
+        process = start_connect_server(home, CatalogSpec(), "127.0.0.1", port, token)
     finally:
         os.environ.pop(ENV_VAR, None)
         if saved is not None:
@@ -414,7 +416,7 @@ def test_a_crash_after_the_commit_over_remote_is_skipped_on_restart(
     assert refused.stderr.strip().splitlines() == [
         f"error: the Spark Connect server at {running.url} refused this client: it sent the "
         f"token from {TOKEN_ENV}, not the server's (`lakehouse serve` writes it to "
-        f"<home>/serve/connect.token for its user; another user sets {TOKEN_ENV})"
+        f"<home>/serve/token for its user; another user sets {TOKEN_ENV})"
     ], refused.stderr
     assert crashed.returncode == 1, crashed.stderr
     assert crashed.stderr.strip().count("\n") <= 2, crashed.stderr

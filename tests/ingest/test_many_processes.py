@@ -239,7 +239,7 @@ def test_ingests_operators_and_analysts_share_one_home(tmp_path: Path) -> None:
                 readings.events_total("status", int(status["rows"]), reported)
 
                 reported = floor()
-                jdbc = beeline(server.url, PER_APP)
+                jdbc = beeline(server, PER_APP)
                 assert jdbc.returncode == 0, jdbc.stderr[-3000:]
                 # A line may start with beeline's prompt (`0: jdbc:hive2://...> events-a,40`).
                 rows = re.findall(r"([\w-]+),(\d+)$", jdbc.stdout, re.MULTILINE)

@@ -19,6 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import Literal
 
 import pyspark
 
@@ -305,6 +306,11 @@ class LakehouseServer:
         """The JDBC URL of the endpoint."""
         return f"jdbc:hive2://{LOOPBACK}:{self.port}/default"
 
+    @property
+    def token_file(self) -> Path:
+        """The token both endpoints ask for (the tests' projects have their home at .lakehouse)."""
+        return self.cwd / ".lakehouse" / "serve" / "token"
+
     def __enter__(self) -> LakehouseServer:
         with open(self.log, "wb") as log:
             self.process = subprocess.Popen(
@@ -352,13 +358,24 @@ class LakehouseServer:
             _stop(self.process)
 
 
-def beeline(url: str, statement: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    """Run one statement through pyspark's beeline; rows come back as CSV on stdout."""
-    return _beeline(url, ["-e", statement], timeout)
+def beeline(
+    server: LakehouseServer,
+    statement: str,
+    *,
+    password: Path | Literal["token"] | None = "token",
+    timeout: float = 180,
+) -> subprocess.CompletedProcess[str]:
+    """Run one statement through pyspark's beeline; rows come back as CSV on stdout.
+
+    The password is the server's token (`token`), another file's text, or none (None); beeline
+    reads it from the file (`-w`: not on the command line).
+    """
+    chosen = server.token_file if password == "token" else password
+    return _beeline(server, ["-e", statement], chosen, timeout)
 
 
 def beeline_script(
-    url: str, statements: list[str], workdir: Path, timeout: float = 300
+    server: LakehouseServer, statements: list[str], workdir: Path, timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:
     """Run statements in order on one JDBC connection (one client session), going on past errors.
 
@@ -367,15 +384,19 @@ def beeline_script(
     """
     script = workdir / f"beeline-{time.monotonic_ns()}.sql"
     script.write_text("".join(f"{statement};\n" for statement in statements))
-    return _beeline(url, ["--force=true", "-f", str(script)], timeout)
+    return _beeline(server, ["--force=true", "-f", str(script)], server.token_file, timeout)
 
 
-def _beeline(url: str, arguments: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+def _beeline(
+    server: LakehouseServer, arguments: list[str], password: Path | None, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    credentials = ["-n", "analyst", "-w", str(password)] if password is not None else []
     return subprocess.run(
         [
             str(SPARK_HOME / "bin" / "beeline"),
             "-u",
-            url,
+            server.url,
+            *credentials,
             "--silent=true",
             "--outputformat=csv2",
             "--showHeader=false",

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from pyspark.sql import SparkSession
 
 from tables.delta.table import create_table
+from tables.engine.confs import HOME_CONF
 from tables.engine.readonly import read_only_session, refusal
 from tables.spec import parse_struct
 
@@ -190,4 +193,61 @@ def test_a_per_query_file_system_option_is_refused(
     assert spark.sql(statement).collect()[0].value == "s3cr3t"  # the statement reads, unguarded
     with pytest.raises(Exception) as caught:  # noqa: PT011 - any Spark error type; text checked
         reader.sql(statement).collect()
+    assert "outside the lakehouse home" in (refusal(caught.value) or str(caught.value)[:300])
+    # On a path inside the home too: the option could change what the path means.
+    inside = Path(spark.conf.get(HOME_CONF)) / "ro-notes.txt"
+    inside.write_text("note\n")
+    optioned = f"SELECT * FROM text.`{inside}` WITH ('fs.file.impl.disable.cache' = 'true')"
+    assert reader.sql(f"SELECT * FROM text.`{inside}`").collect()[0].value == "note"
+    with pytest.raises(Exception) as caught:  # noqa: PT011 - any Spark error type; text checked
+        reader.sql(optioned).collect()
     assert "file-system option" in (refusal(caught.value) or str(caught.value)[:300])
+
+
+def refused_for(reader: SparkSession, statement: str) -> str:
+    """The guard's line for a statement it must refuse."""
+    with pytest.raises(Exception) as caught:  # noqa: PT011 - any Spark error type; text checked
+        reader.sql(statement).collect()
+    reason = refusal(caught.value)
+    assert reason is not None, str(caught.value)[:300]
+    return reason
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "SELECT * FROM text.`{path}`",
+        "SELECT * FROM delta.`{path}`",
+        "WITH x AS (SELECT * FROM json.`{path}`) SELECT * FROM x",
+        "SELECT * FROM range(1) WHERE id IN (SELECT length(value) FROM text.`{path}`)",
+        "DESCRIBE delta.`{path}`",
+    ],
+)
+def test_a_path_outside_the_home_is_refused_alike_whether_it_exists_or_not(
+    reader: SparkSession, tmp_path_factory: pytest.TempPathFactory, template: str
+) -> None:
+    """No existence oracle: Spark would answer PATH_NOT_FOUND for a missing path before the
+    analysed plan's check ran, and the guard's refusal for an existing one."""
+    there = tmp_path_factory.mktemp("oracle") / "there.txt"
+    there.write_text("x\n")
+    missing = there.with_name("missing.txt")
+    reasons = [refused_for(reader, template.format(path=path)) for path in (there, missing)]
+    assert reasons == [
+        f"a file path outside the lakehouse home ({path}) is refused in a read-only session"
+        for path in (there, missing)
+    ]
+
+
+def test_a_symbolic_link_under_the_home_is_judged_where_it_points(
+    spark: SparkSession, reader: SparkSession, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    elsewhere = tmp_path_factory.mktemp("pointed-at")
+    (elsewhere / "secret.txt").write_text("s3cr3t\n")
+    home = Path(spark.conf.get(HOME_CONF))
+    link = home / f"ro-link-{elsewhere.name}"
+    link.symlink_to(elsewhere, target_is_directory=True)
+    for path in (link / "secret.txt", link / "missing.txt", link / ".." / link.name / "x"):
+        assert "outside the lakehouse home" in refused_for(reader, f"SELECT * FROM text.`{path}`")
+    real = home / "ro-real.txt"
+    real.write_text("fine\n")
+    assert reader.sql(f"SELECT * FROM text.`{real}`").collect()[0].value == "fine"

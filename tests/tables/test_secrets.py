@@ -14,14 +14,6 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from tables.engine.connect_token import (
-    TOKEN_ENV,
-    authenticated_url,
-    client_token,
-    remove_token,
-    token_path,
-    write_token,
-)
 from tables.engine.jvm import gateway
 from tables.engine.secrets import (
     SUBMIT_ARGS_ENV,
@@ -31,6 +23,14 @@ from tables.engine.secrets import (
     secrets_for_launch,
     split_secrets,
     submit_args,
+)
+from tables.engine.serve_token import (
+    TOKEN_ENV,
+    authenticated_url,
+    client_token,
+    remove_token,
+    token_path,
+    write_token,
 )
 
 HOSTILE = {

@@ -69,13 +69,20 @@ public final class ReadOnlyGuard implements Function1<SparkSessionExtensions, Bo
     Function1<SparkSession, Function1<LogicalPlan, BoxedUnit>> builder =
         session -> plan -> {
           if (isReadOnly(session)) {
-            org.apache.spark.SparkConf conf = session.sparkContext().getConf();
-            check(plan, new String[] {conf.get(HOME_CONF, ""), conf.get(WAREHOUSE_CONF, "")});
+            check(plan, rootsOf(session));
           }
           return BoxedUnit.UNIT;
         };
     extensions.injectCheckRule(builder);
+    // Paths a statement names are judged as it is parsed, before Spark looks at them.
+    extensions.injectParser((session, delegate) -> new ReadOnlyParser(session, delegate));
     return BoxedUnit.UNIT;
+  }
+
+  /** The places a read-only session may read: the home and the warehouse. */
+  static String[] rootsOf(SparkSession session) {
+    org.apache.spark.SparkConf conf = session.sparkContext().getConf();
+    return new String[] {conf.get(HOME_CONF, ""), conf.get(WAREHOUSE_CONF, "")};
   }
 
   /** Threads that stay writable under a read-only Spark conf: the server's own main thread. */
@@ -230,7 +237,7 @@ public final class ReadOnlyGuard implements Function1<SparkSessionExtensions, Bo
    * normalized; a URI by its scheme, its authority (the bucket) and its normalized path, so a
    * path in another bucket or store never passes for one under a root.
    */
-  private static void assertInside(String location, String[] roots) {
+  static void assertInside(String location, String[] roots) {
     String placed = placeOf(location);
     for (String root : roots) {
       String base = placeOf(root);
@@ -252,7 +259,32 @@ public final class ReadOnlyGuard implements Function1<SparkSessionExtensions, Bo
       return uri.group(1).toLowerCase(java.util.Locale.ROOT) + "://"
           + uri.group(2).toLowerCase(java.util.Locale.ROOT) + ("/".equals(path) ? "" : path);
     }
-    return java.nio.file.Path.of(location.replaceFirst("^file:", "")).normalize().toString();
+    return realPath(java.nio.file.Path.of(location.replaceFirst("^file:", "")));
+  }
+
+  /**
+   * A local path with its symbolic links resolved: a link under the home that points elsewhere
+   * is judged where it points. The part that does not exist (no link can be in it) is joined
+   * to the real path of the longest part that does, then normalized.
+   */
+  static String realPath(java.nio.file.Path path) {
+    java.nio.file.Path existing = path.toAbsolutePath();
+    java.util.ArrayDeque<java.nio.file.Path> missing = new java.util.ArrayDeque<>();
+    while (existing != null) {
+      try {
+        java.nio.file.Path real = existing.toRealPath();
+        for (java.nio.file.Path part : missing) {
+          real = real.resolve(part);
+        }
+        return real.normalize().toString();
+      } catch (java.io.IOException | SecurityException e) {
+        if (existing.getFileName() != null) {
+          missing.push(existing.getFileName());
+        }
+        existing = existing.getParent();
+      }
+    }
+    return path.toAbsolutePath().normalize().toString();
   }
 
   private static void refuse(String what) {

@@ -1,11 +1,12 @@
-"""The Spark Connect server's token: made by `lakehouse serve`, found by its clients.
+"""The token of `lakehouse serve`: made at each start, asked by both endpoints, found by clients.
 
-A Connect client is a whole Spark session: it runs any code as the user who started the server.
-So the server that `lakehouse serve` starts asks every call for a pre-shared bearer token (Spark's
-`SPARK_CONNECT_AUTHENTICATE_TOKEN`), new at each start, handed to the server in its environment
-(never on its command line) and written for the clients of the same user to
-`<home>/serve/connect.token`, readable by that user only and removed when the server stops. A
-client takes the token from `SPARK_CONNECT_AUTHENTICATE_TOKEN` when set, else from that file.
+A Spark Connect client is a whole Spark session, and a JDBC client reads every table: each runs as
+the user who started the server. So `serve` makes a new token at each start and writes it to
+`<home>/serve/token`, readable by that user only and removed when `serve` stops. The Connect
+server asks every call for it as Spark's pre-shared bearer token (`SPARK_CONNECT_AUTHENTICATE_
+TOKEN`, given in the server's environment, never on its command line); the JDBC server asks it
+as the password of any user (`lakehouse.TokenAuthenticator`, which reads the file). A Connect
+client takes the token from `SPARK_CONNECT_AUTHENTICATE_TOKEN` when set, else from the file.
 
 PySpark sends a token over plain gRPC only to `localhost` (over any other host it asks for TLS,
 which Spark's server does not speak): a loopback URL is addressed as `localhost`.
@@ -28,7 +29,7 @@ _LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 
 def token_path(home: Path) -> Path:
     """Where the server of `home` leaves its token for this user's clients."""
-    return home / "serve" / "connect.token"
+    return home / "serve" / "token"
 
 
 def new_token() -> str:
@@ -96,7 +97,7 @@ def connect_failure(url: str, home: Path, token: str | None, exc: BaseException)
             sent = f"the token in {token_path(home)}"
         return (
             f"the Spark Connect server at {url} refused this client: it sent {sent}, not the "
-            f"server's (`lakehouse serve` writes it to <home>/serve/connect.token for its user; "
+            f"server's (`lakehouse serve` writes it to <home>/serve/token for its user; "
             f"another user sets {TOKEN_ENV})"
         )
     return (

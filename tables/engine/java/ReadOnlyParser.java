@@ -1,0 +1,138 @@
+package lakehouse;
+
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.catalyst.FunctionIdentifier;
+import org.apache.spark.sql.catalyst.TableIdentifier;
+import org.apache.spark.sql.catalyst.analysis.UnresolvedRelation;
+import org.apache.spark.sql.catalyst.analysis.UnresolvedTable;
+import org.apache.spark.sql.catalyst.analysis.UnresolvedTableOrView;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.parser.ParameterContext;
+import org.apache.spark.sql.catalyst.parser.ParseException;
+import org.apache.spark.sql.catalyst.parser.ParserInterface;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.StructType;
+
+import scala.collection.immutable.Seq;
+import scala.runtime.BoxedUnit;
+
+/**
+ * The read-only guard's first look: a path a statement names is judged as the statement is
+ * parsed, before Spark touches the path.
+ *
+ * The check rule (`ReadOnlyGuard`) judges the analysed plan, but analysing `json.`/x`` already
+ * lists `/x`: a missing path answered PATH_NOT_FOUND and an existing one the guard's refusal,
+ * which told any analyst whether a file outside the home exists. This parser wraps the
+ * session's own (Delta's): in a read-only session, every table name of the parsed statement
+ * whose last part is a path (`format.`path``, `delta.`path``; in subqueries and WITH clauses
+ * too) must lie inside the home or the warehouse, after its symbolic links are resolved, or the
+ * statement is refused with the same line whether the path exists or not. Everything else is
+ * the delegate's.
+ */
+public final class ReadOnlyParser implements ParserInterface {
+  private final SparkSession session;
+  private final ParserInterface delegate;
+
+  public ReadOnlyParser(SparkSession session, ParserInterface delegate) {
+    this.session = session;
+    this.delegate = delegate;
+  }
+
+  @Override
+  public LogicalPlan parsePlan(String sqlText) throws ParseException {
+    return judged(delegate.parsePlan(sqlText));
+  }
+
+  @Override
+  public LogicalPlan parsePlanWithParameters(String sqlText, ParameterContext parameters)
+      throws ParseException {
+    return judged(delegate.parsePlanWithParameters(sqlText, parameters));
+  }
+
+  @Override
+  public LogicalPlan parseQuery(String sqlText) throws ParseException {
+    return judged(delegate.parseQuery(sqlText));
+  }
+
+  @Override
+  public Expression parseExpression(String sqlText) throws ParseException {
+    return delegate.parseExpression(sqlText);
+  }
+
+  @Override
+  public TableIdentifier parseTableIdentifier(String sqlText) throws ParseException {
+    return delegate.parseTableIdentifier(sqlText);
+  }
+
+  @Override
+  public FunctionIdentifier parseFunctionIdentifier(String sqlText) throws ParseException {
+    return delegate.parseFunctionIdentifier(sqlText);
+  }
+
+  @Override
+  public Seq<String> parseMultipartIdentifier(String sqlText) throws ParseException {
+    return delegate.parseMultipartIdentifier(sqlText);
+  }
+
+  @Override
+  public StructType parseRoutineParam(String sqlText) throws ParseException {
+    return delegate.parseRoutineParam(sqlText);
+  }
+
+  @Override
+  public StructType parseTableSchema(String sqlText) throws ParseException {
+    return delegate.parseTableSchema(sqlText);
+  }
+
+  @Override
+  public DataType parseDataType(String sqlText) throws ParseException {
+    return delegate.parseDataType(sqlText);
+  }
+
+  private LogicalPlan judged(LogicalPlan plan) {
+    if (ReadOnlyGuard.isReadOnly(session)) {
+      judge(plan, ReadOnlyGuard.rootsOf(session));
+    }
+    return plan;
+  }
+
+  /** Judge every path-named table of `plan`, its WITH clauses' plans and its subqueries. */
+  static void judge(LogicalPlan plan, String[] roots) {
+    plan.foreach(node -> {
+      Seq<String> name = nameOf(node);
+      if (name != null && name.size() >= 2 && isPath(name.last())) {
+        ReadOnlyGuard.assertInside(name.last(), roots);
+      }
+      node.innerChildren().foreach(inner -> {
+        if (inner instanceof LogicalPlan innerPlan) {
+          judge(innerPlan, roots);
+        }
+        return BoxedUnit.UNIT;
+      });
+      node.subqueries().foreach(sub -> {
+        judge(sub, roots);
+        return BoxedUnit.UNIT;
+      });
+      return BoxedUnit.UNIT;
+    });
+  }
+
+  private static Seq<String> nameOf(LogicalPlan node) {
+    if (node instanceof UnresolvedRelation relation) {
+      return relation.multipartIdentifier();
+    }
+    if (node instanceof UnresolvedTable table) {
+      return table.multipartIdentifier();
+    }
+    if (node instanceof UnresolvedTableOrView table) {
+      return table.multipartIdentifier();
+    }
+    return null;
+  }
+
+  /** A name part that is a location (`/x`, `s3a://b/x`, `file:x`), not a table's name. */
+  static boolean isPath(String part) {
+    return part.indexOf('/') >= 0 || part.indexOf(':') >= 0 || part.indexOf('\\') >= 0;
+  }
+}
