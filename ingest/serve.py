@@ -27,7 +27,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -43,6 +43,7 @@ from tables.engine.confs import (
 )
 from tables.engine.connectors import cached_delta_classpath, cached_delta_jars
 from tables.engine.jvm.servers import start_jdbc_server, trust_this_thread
+from tables.engine.limits import QueryLimits
 from tables.engine.secrets import split_secrets, submit_options, write_secrets_file
 from tables.engine.serve_token import TOKEN_ENV
 from tables.engine.session import embedded_settings
@@ -67,6 +68,7 @@ class ServeOptions:
     port: int = DEFAULT_PORT
     allow_writes: bool = False
     refresh_seconds: float = REFRESH_SECONDS
+    limits: QueryLimits = field(default_factory=QueryLimits)
 
     def __post_init__(self) -> None:
         if not 0 < self.port < 65536:
@@ -91,6 +93,7 @@ class ServeOptions:
             "spark.sql.hive.thriftServer.singleSession": "false",
             SERVER_READ_ONLY_CONF: "false" if self.allow_writes else "true",
             VARIABLE_SUBSTITUTION_CONF: "true" if self.allow_writes else "false",
+            **self.limits.jdbc_conf(),
         }
 
 

@@ -244,12 +244,24 @@ def check(
         raise typer.Exit(EXIT_TERMINAL)
 
 
+#: The rows `sql` prints when `--limit` is not given (fewer when max_rows is lower).
+DEFAULT_SQL_ROWS = 1000
+
+
 @app.command()
 @handle_errors
 def sql(
     context: typer.Context,
     query: Annotated[str, typer.Argument(help="A Spark SQL statement; tables by name.")],
-    limit: Annotated[int, typer.Option(min=1, help="Print at most this many rows.")] = 1000,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Print at most this many rows [default: 1000, or max_rows if lower]; at most "
+            "[lakehouse.queries] max_rows.",
+            show_default=False,
+        ),
+    ] = None,
     allow_writes: Annotated[
         bool,
         typer.Option(
@@ -269,13 +281,19 @@ def sql(
     run; writes, DDL, SET/RESET, ADD JAR/FILE, reflect/java_method and file paths outside the
     lakehouse home are refused before anything runs, decided on Spark's analysed plan by the same
     rule as `lakehouse serve`. --allow-writes runs a refused statement after a confirmation
-    (--yes answers it); writes made this way are not in the ledger.
+    (--yes answers it); writes made this way are not in the ledger. A statement past
+    [lakehouse.queries] timeout (5 minutes) is stopped; a result cut at --limit says so.
     """
     # Deferred: Spark and the tables load when a command runs (`lakehouse --help` stays quick).
     from tables.delta.warehouse import register_all
+    from tables.engine.limits import collect_within
     from tables.engine.readonly import run_statement
 
-    spark = spark_for(load_config(config, required=False), context)
+    cfg = load_config(config, required=False)
+    if limit is None:
+        limit = min(DEFAULT_SQL_ROWS, cfg.limits.max_rows)
+    cfg.limits.validate_limit(limit)
+    spark = spark_for(cfg, context)
     register_all(spark)
     try:
         frame = run_statement(
@@ -285,12 +303,15 @@ def sql(
             confirm=None if yes else (lambda q: typer.confirm(q, abort=True, err=True)),
         )
         names = frame.columns
-        rows = [r.asDict(recursive=True) for r in frame.limit(limit).collect()]
+        found, more = collect_within(spark, frame, limit, cfg.limits.timeout_seconds)
+        rows = [r.asDict(recursive=True) for r in found]
     except Exception as exc:
         if type(exc).__module__.startswith("pyspark"):
             raise QueryError(f"SQL failed: {error_summary(exc)}") from exc
         raise
     emit(render(rows, format, wide=wide, columns=names) if names else "OK")
+    if more:
+        err.print(f"showing the first {limit} rows: the result has more (--limit)", markup=False)
 
 
 for command in (

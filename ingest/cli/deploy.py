@@ -85,8 +85,8 @@ def serve(
     """
     if remote_url(context):
         raise ConfigError("serve starts the servers itself: run it without --remote")
-    options = ServeOptions(host=host, port=port, allow_writes=allow_writes)
     cfg = load_config(config, required=False)
+    options = ServeOptions(host=host, port=port, allow_writes=allow_writes, limits=cfg.limits)
     if allow_writes and not yes:
         typer.confirm(
             f"Let every client of {options.url} write to the tables, change them and set "

@@ -16,7 +16,7 @@ from typing import Any, get_args
 
 from ingest.config.checks import check_config
 from ingest.config.model import LakehouseConfig, PipelineSpec
-from ingest.config.places import catalog_of, warehouse_of
+from ingest.config.places import catalog_of, limits_of, warehouse_of
 from ingest.config.where import (
     Where,
     check_keys,
@@ -62,7 +62,7 @@ from tables.spec import (
 
 DEFAULT_CONFIG = Path("lakehouse.toml")
 _TOP_KEYS = frozenset({"lakehouse", "tables", "pipelines"})
-_SETTINGS_KEYS = frozenset({"home", "replay_window", "catalog", "warehouse", "storage"})
+_SETTINGS_KEYS = frozenset({"home", "replay_window", "catalog", "warehouse", "storage", "queries"})
 _TABLE_KEYS = frozenset(
     {
         "schema",
@@ -160,7 +160,8 @@ def parse_config(data: Mapping[str, Any], *, base: Path, path: Path | None) -> L
     }
     warehouse = warehouse_of(settings, base, root / "lakehouse")
     catalog = catalog_of(settings, warehouse, root / "lakehouse")
-    config = LakehouseConfig(path, home, replay_window, tables, pipelines, catalog)
+    limits = limits_of(settings, root / "lakehouse")
+    config = LakehouseConfig(path, home, replay_window, tables, pipelines, catalog, limits)
     check_config(config, root)
     return config
 

@@ -10,6 +10,7 @@ from typing import TypeVar
 
 from ingest.sources import Source
 from tables.engine.catalogs import CatalogSpec
+from tables.engine.limits import QueryLimits
 from tables.errors import ConfigError
 from tables.identifiers import shorten, validate_pipeline_name, validate_table_name
 from tables.spec import TableSpec
@@ -67,6 +68,7 @@ class LakehouseConfig:
     tables: Mapping[str, TableSpec]
     pipelines: Mapping[str, PipelineSpec]
     catalog: CatalogSpec = field(default_factory=CatalogSpec)
+    limits: QueryLimits = field(default_factory=QueryLimits)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tables", NameMap(self.tables))

@@ -11,11 +11,23 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, get_args
 
-from ingest.config.where import Where, check_keys, choice, located, location, mapping, string
+from ingest.config.where import (
+    Where,
+    check_keys,
+    choice,
+    integer,
+    interval,
+    located,
+    location,
+    mapping,
+    string,
+)
 from tables.engine.catalogs import CatalogKind, CatalogSpec
+from tables.engine.limits import QueryLimits
 from tables.engine.object_store import Credentials, LogStoreKind, StorageSpec
 
 CATALOG_KEYS = frozenset({"kind", "url", "user", "password_env"})
+QUERIES_KEYS = frozenset({"timeout", "max_rows"})
 STORAGE_KEYS = frozenset(
     {"endpoint", "region", "path_style", "credentials", "profile", "log_store"}
 )
@@ -77,3 +89,22 @@ def warehouse_of(settings: Mapping[str, Any], base: Path, where: Where) -> str |
     if "warehouse" not in settings:
         return None
     return location(base, string(settings["warehouse"], where / "warehouse"), where / "warehouse")
+
+
+def limits_of(settings: Mapping[str, Any], where: Where) -> QueryLimits:
+    """`[lakehouse.queries]`: an analyst's statement timeout and the most rows `sql` prints."""
+    body = mapping(settings.get("queries", {}), where / "queries")
+    check_keys(body, QUERIES_KEYS, where / "queries")
+    defaults = QueryLimits()
+    timeout = (
+        interval(body["timeout"], where / "queries" / "timeout").total_seconds()
+        if "timeout" in body
+        else defaults.timeout_seconds
+    )
+    rows = (
+        integer(body["max_rows"], where / "queries" / "max_rows", 1)
+        if "max_rows" in body
+        else defaults.max_rows
+    )
+    with located(where / "queries"):
+        return QueryLimits(timeout, rows)

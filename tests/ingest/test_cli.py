@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -178,3 +179,40 @@ def test_history_as_a_table_fits_80_columns_with_whole_headers(project: Path) ->
     wide = runner.invoke(app, ["history", "cli_events", "--wide"])
     assert wide.exit_code == 0, wide.output
     assert {"app_id", "rows_updated", "content_hash", "source"} <= set(wide.stdout.split())
+
+
+def test_sql_says_when_it_cuts_a_result_and_refuses_a_limit_past_the_cap(project: Path) -> None:
+    config = str(project / "lakehouse.toml")
+    cut = runner.invoke(app, ["sql", "SELECT * FROM cli_events", "--limit", "2", "-f", "json"])
+    whole = runner.invoke(app, ["sql", "SELECT * FROM cli_events", "--limit", "5", "-f", "json"])
+    past = runner.invoke(app, ["sql", "SELECT 1", "--limit", "10001", "-c", config])
+    assert cut.exit_code == 0, cut.output
+    assert len(json.loads(cut.stdout)) == 2
+    assert cut.stderr.strip() == "showing the first 2 rows: the result has more (--limit)"
+    assert (whole.exit_code, len(json.loads(whole.stdout)), whole.stderr) == (0, 5, "")
+    assert past.exit_code == 1
+    assert past.stderr.strip() == (
+        "error: --limit 10001 is above the cap of 10000 rows ([lakehouse.queries] max_rows)"
+    )
+
+
+def test_sql_stops_a_statement_past_its_time_in_one_line(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    limits = '[lakehouse.queries]\ntimeout = "2 seconds"\nmax_rows = 50\n\n'
+    (tmp_path / "lakehouse.toml").write_text(CONFIG.replace("[tables.", limits + "[tables.", 1))
+    config = str(tmp_path / "lakehouse.toml")
+    started = time.monotonic()
+    endless = runner.invoke(
+        app, ["sql", "SELECT sum(id % 7) AS s FROM range(0, 100000000000000)", "-c", config]
+    )
+    took = time.monotonic() - started
+    assert endless.exit_code == 1, endless.output
+    assert endless.stderr.strip() == (
+        "error: the statement ran past its time limit of 2 s and was stopped "
+        "([lakehouse.queries] timeout sets the limit)"
+    )
+    assert took < 60, took
+    # The session goes on: the next statement runs.
+    after = runner.invoke(app, ["sql", "SELECT 1 AS one", "-f", "json", "-c", config])
+    assert (after.exit_code, json.loads(after.stdout)) == (0, [{"one": 1}])

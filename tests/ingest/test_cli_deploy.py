@@ -15,6 +15,7 @@ from ingest.job import main, script_path
 from ingest.serve import ServeOptions
 from ingest.submit import DELTA_PACKAGE
 from tables.engine.confs import SERVER_READ_ONLY_CONF
+from tables.engine.limits import QueryLimits
 from tables.errors import ConfigError
 
 runner = CliRunner()
@@ -73,6 +74,11 @@ def test_serve_options() -> None:
     assert conf["hive.server2.authentication"] == "CUSTOM"
     assert conf["hive.server2.custom.authentication.class"] == "lakehouse.TokenAuthenticator"
     assert conf["spark.lakehouse.serve.authFile"] == str(token)
+    # The statement timeout of [lakehouse.queries]: the JDBC server cancels and interrupts.
+    assert conf["spark.sql.thriftServer.queryTimeout"] == "300s"
+    assert conf["spark.sql.thriftServer.interruptOnCancel"] == "true"
+    limited = ServeOptions(limits=QueryLimits(timeout_seconds=30.4)).session_conf(token)
+    assert limited["spark.sql.thriftServer.queryTimeout"] == "30s"
     with pytest.raises(ConfigError, match="--port"):
         ServeOptions(port=70000)
 

@@ -120,6 +120,26 @@ CASES: list[tuple[str, str, str, str]] = [
         "cannot resolve",
     ),
     (
+        "queries-timeout-zero",
+        BASE.replace(
+            "[tables.events]", '[lakehouse.queries]\ntimeout = "0 seconds"\n\n[tables.events]'
+        ),
+        "lakehouse.queries.timeout",
+        "must be longer than zero",
+    ),
+    (
+        "queries-rows-zero",
+        BASE.replace("[tables.events]", "[lakehouse.queries]\nmax_rows = 0\n\n[tables.events]"),
+        "lakehouse.queries.max_rows",
+        "must be at least 1, got 0",
+    ),
+    (
+        "queries-unknown",
+        BASE.replace("[tables.events]", "[lakehouse.queries]\nrows = 5\n\n[tables.events]"),
+        "lakehouse.queries.rows",
+        "unknown key(s) 'rows'; allowed: max_rows, timeout",
+    ),
+    (
         "replay-zero",
         BASE.replace("[lakehouse]", '[lakehouse]\nreplay_window = "0 days"'),
         "lakehouse.replay_window",
