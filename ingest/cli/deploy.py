@@ -25,7 +25,7 @@ from ingest.serve import (
     start_connect_server,
 )
 from ingest.submit import submit_command
-from tables.engine.serve_token import new_token, remove_token, write_token
+from tables.engine.serve_token import serve_token, token_path
 from tables.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -72,7 +72,17 @@ def serve(
             "--allow-writes", help="Let JDBC clients write, run DDL and SET (asks first)."
         ),
     ] = False,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Answer yes to the question.")] = False,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Answer yes to the --allow-writes question.")
+    ] = False,
+    expose: Annotated[
+        bool,
+        typer.Option(
+            "--expose",
+            help="Answer yes to listening beyond loopback (asked for each server otherwise; "
+            "--yes does not answer it).",
+        ),
+    ] = False,
     config: ConfigOption = None,
 ) -> None:
     """Serve the lakehouse's tables over JDBC and Spark Connect until Ctrl-C or SIGTERM.
@@ -94,7 +104,15 @@ def serve(
             abort=True,
             err=True,
         )
-    if connect and not is_loopback(host) and not yes:
+    if not is_loopback(host) and not expose:
+        typer.confirm(
+            f"Serve JDBC on {host}:{port}, beyond this machine? Clients log in with the token, "
+            "which travels without TLS: whoever watches the network can take it and read every "
+            "table (--expose answers this)",
+            abort=True,
+            err=True,
+        )
+    if connect and not is_loopback(host) and not expose:
         typer.confirm(
             f"Spark Connect asks for a token but has no TLS: whoever watches the network "
             f"between a client and {host}:{connect_port} can take the token, then run any code "
@@ -118,9 +136,18 @@ def serve(
             signal.signal(signum, lambda *_: stop.set())
 
     stop_on_signals()
-    # Both endpoints ask for this token (`tables.engine.serve_token`), new at each start.
-    token = new_token()
-    token_file = write_token(cfg.home, token)
+    # Both endpoints ask for this token (`tables.engine.serve_token`), made on the first start.
+    token, made = serve_token(cfg.home)
+    token_file = token_path(cfg.home)
+    if made:
+        err.print(
+            f"made the token this server's clients log in with: {token_file} (readable by you "
+            "only; delete it for a new one). JDBC: any user, the token as password (beeline "
+            f"-n USER -w {token_file}); Spark Connect: `lakehouse --remote` reads it, other "
+            "clients set SPARK_CONNECT_AUTHENTICATE_TOKEN and connect to sc://localhost:PORT",
+            markup=False,
+            soft_wrap=True,
+        )
     connect_server = None
     try:
         if connect:
@@ -140,7 +167,6 @@ def serve(
     finally:
         if connect_server is not None:
             connect_server.stop()
-        remove_token(cfg.home, token)
     emit(f"stopped serving {options.url}")
 
 

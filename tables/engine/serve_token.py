@@ -1,12 +1,13 @@
-"""The token of `lakehouse serve`: made at each start, asked by both endpoints, found by clients.
+"""The token of `lakehouse serve`: made on its first start, asked by both endpoints, kept.
 
 A Spark Connect client is a whole Spark session, and a JDBC client reads every table: each runs as
-the user who started the server. So `serve` makes a new token at each start and writes it to
-`<home>/serve/token`, readable by that user only and removed when `serve` stops. The Connect
-server asks every call for it as Spark's pre-shared bearer token (`SPARK_CONNECT_AUTHENTICATE_
-TOKEN`, given in the server's environment, never on its command line); the JDBC server asks it
-as the password of any user (`lakehouse.TokenAuthenticator`, which reads the file). A Connect
-client takes the token from `SPARK_CONNECT_AUTHENTICATE_TOKEN` when set, else from the file.
+the user who started the server. So `serve` asks every client for a token, made on its first
+start and kept in `<home>/serve/token`, readable by that user only (a file others can read is
+refused; delete the file for a new token). The Connect server asks every call for it as Spark's
+pre-shared bearer token (`SPARK_CONNECT_AUTHENTICATE_TOKEN`, given in the server's environment,
+never on its command line); the JDBC server asks it as the password of any user
+(`lakehouse.TokenAuthenticator`, which reads the file). A Connect client takes the token from
+`LAKEHOUSE_REMOTE_TOKEN` or `SPARK_CONNECT_AUTHENTICATE_TOKEN` when set, else from the file.
 
 PySpark sends a token over plain gRPC only to `localhost` (over any other host it asks for TLS,
 which Spark's server does not speak): a loopback URL is addressed as `localhost`.
@@ -14,16 +15,18 @@ which Spark's server does not speak): a loopback URL is addressed as `localhost`
 
 from __future__ import annotations
 
-import contextlib
 import os
 import secrets
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 
-from tables.errors import first_line
+from tables.errors import ConfigError, first_line
 
 #: Read by Spark's Connect server and by PySpark's Connect client alike.
 TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"
+#: The project's own name for the token a `--remote` client sends; it wins over Spark's.
+REMOTE_TOKEN_ENV = "LAKEHOUSE_REMOTE_TOKEN"
 _LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 
 
@@ -49,19 +52,36 @@ def write_token(home: Path, token: str) -> Path:
     return path
 
 
-def remove_token(home: Path, token: str) -> None:
-    """Remove the token file of `home` if it still holds `token` (not a later server's)."""
+def serve_token(home: Path) -> tuple[str, bool]:
+    """The token of the server of `home`: the kept one, or a new one written now (True).
+
+    A token file other users can read is refused (ConfigError): it would let them in.
+    """
     path = token_path(home)
-    with contextlib.suppress(OSError):
-        if path.read_text() == token:
-            path.unlink()
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        token = new_token()
+        write_token(home, token)
+        return token, True
+    if mode & 0o077:
+        raise ConfigError(
+            f"the serve token {path} can be read by other users (mode {stat.S_IMODE(mode):o}): "
+            "chmod 600 it, or delete it to have a new one made"
+        )
+    token = path.read_text().strip()
+    if not token:
+        token = new_token()
+        write_token(home, token)
+        return token, True
+    return token, False
 
 
 def client_token(home: Path, environ: Mapping[str, str]) -> str | None:
     """The token a client of `home` sends: the environment's, else the server's file, else None."""
-    given = environ.get(TOKEN_ENV)
-    if given:
-        return given
+    for name in (REMOTE_TOKEN_ENV, TOKEN_ENV):
+        if environ.get(name):
+            return environ[name]
     try:
         return token_path(home).read_text().strip() or None
     except OSError:
@@ -92,13 +112,14 @@ def is_unauthenticated(exc: BaseException) -> bool:
 def connect_failure(url: str, home: Path, token: str | None, exc: BaseException) -> str:
     """One line for a failed connection: a refused token, or a server that cannot be reached."""
     if is_unauthenticated(exc):
-        sent = f"the token from {TOKEN_ENV}" if os.environ.get(TOKEN_ENV) else "no token"
-        if token is not None and not os.environ.get(TOKEN_ENV):
+        named = next((n for n in (REMOTE_TOKEN_ENV, TOKEN_ENV) if os.environ.get(n)), None)
+        sent = f"the token from {named}" if named else "no token"
+        if token is not None and named is None:
             sent = f"the token in {token_path(home)}"
         return (
             f"the Spark Connect server at {url} refused this client: it sent {sent}, not the "
-            f"server's (`lakehouse serve` writes it to <home>/serve/token for its user; "
-            f"another user sets {TOKEN_ENV})"
+            f"server's (`lakehouse serve` keeps it in <home>/serve/token for its user; "
+            f"another user sets {REMOTE_TOKEN_ENV})"
         )
     return (
         f"cannot reach the Spark Connect server at {url} ({first_line(exc)[:160]}); start one "

@@ -95,8 +95,10 @@ def test_serve_asks_before_spark_connect_listens_beyond_loopback(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    result = runner.invoke(app, ["serve", "--host", "0.0.0.0", "--port", "1"], input="n\n")
+    # Each server is asked for: JDBC first (yes here), then Spark Connect (no).
+    result = runner.invoke(app, ["serve", "--host", "0.0.0.0", "--port", "1"], input="y\nn\n")
     assert result.exit_code == 1
+    assert "Serve JDBC on 0.0.0.0:1, beyond this machine?" in result.output
     assert "Spark Connect asks for a token but has no TLS" in result.output
     assert "between a client and 0.0.0.0:15002 can take the token" in result.output
     assert "Aborted" in result.output
@@ -122,3 +124,19 @@ def test_job_script_takes_the_command_without_a_separator() -> None:
     result = runner.invoke(app, ["job-script", "ingest", "events", "-c", "lakehouse.toml"])
     assert result.exit_code == 0, result.output
     assert shlex.split(result.stdout)[-4:] == ["ingest", "events", "-c", "lakehouse.toml"]
+
+
+def test_yes_never_answers_the_exposure_question_and_expose_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    asked = runner.invoke(app, ["serve", "--host", "0.0.0.0", "--yes", "--port", "1"], input="n\n")
+    assert asked.exit_code == 1
+    assert "Serve JDBC on 0.0.0.0:1, beyond this machine?" in asked.output
+    with socket.socket() as held:  # a port in use: `serve` stops there, before Spark starts
+        held.bind(("0.0.0.0", 0))
+        port = str(held.getsockname()[1])
+        exposed = runner.invoke(app, ["serve", "--host", "0.0.0.0", "--expose", "--port", port])
+    assert exposed.exit_code == 1
+    assert "beyond this machine" not in exposed.output
+    assert f"cannot listen on 0.0.0.0:{port}" in exposed.stderr

@@ -35,7 +35,7 @@ from tables.delta.provision import ensure_table
 from tables.delta.writer import TableWriter
 from tables.engine.catalogs import CatalogSpec
 from tables.engine.jvm import is_classic
-from tables.engine.serve_token import TOKEN_ENV, authenticated_url, new_token, write_token
+from tables.engine.serve_token import REMOTE_TOKEN_ENV, authenticated_url, serve_token
 from tables.engine.session import close_connect_session, connect_session
 from tables.errors import (
     BatchContentMismatchError,
@@ -79,8 +79,7 @@ def connect_server(home: Path, fault: str | None = None) -> Iterator[Server]:
         os.environ[ENV_VAR] = fault
     try:
         port = free_port()
-        token = new_token()
-        write_token(home, token)  # as `serve` does, for the `lakehouse --remote` children
+        token, _ = serve_token(home)  # as `serve` does, for the `lakehouse --remote` children
         process = start_connect_server(home, CatalogSpec(), "127.0.0.1", port, token)
     finally:
         os.environ.pop(ENV_VAR, None)
@@ -405,7 +404,7 @@ def test_a_crash_after_the_commit_over_remote_is_skipped_on_restart(
         refused = subprocess.run(
             [sys.executable, "-m", "ingest.cli", "--remote", running.url, "sql", "SELECT 1"],
             cwd=tmp_path,
-            env={**child_env(), TOKEN_ENV: "not-the-servers-token"},
+            env={**child_env(), REMOTE_TOKEN_ENV: "not-the-servers-token"},
             capture_output=True,
             text=True,
             timeout=300,
@@ -415,8 +414,8 @@ def test_a_crash_after_the_commit_over_remote_is_skipped_on_restart(
     assert (refused.returncode, refused.stdout) == (1, ""), refused.stderr
     assert refused.stderr.strip().splitlines() == [
         f"error: the Spark Connect server at {running.url} refused this client: it sent the "
-        f"token from {TOKEN_ENV}, not the server's (`lakehouse serve` writes it to "
-        f"<home>/serve/token for its user; another user sets {TOKEN_ENV})"
+        f"token from {REMOTE_TOKEN_ENV}, not the server's (`lakehouse serve` keeps it in "
+        f"<home>/serve/token for its user; another user sets {REMOTE_TOKEN_ENV})"
     ], refused.stderr
     assert crashed.returncode == 1, crashed.stderr
     assert crashed.stderr.strip().count("\n") <= 2, crashed.stderr

@@ -188,6 +188,20 @@ def test_writes_ddl_and_set_are_refused_with_the_guards_line_and_change_nothing(
         assert "ran," not in refused.stdout
         assert "Error validating the login" in refused.stderr, refused.stderr[-2000:]
 
+    # Session settings in the connection URL are applied as the session opens, where no SET
+    # refusal sees them: every statement of such a session is refused, naming the key.
+    expanding = beeline(
+        served.server,
+        "SELECT '${env:HOME}' AS home",
+        url_settings="?spark.sql.variable.substitute=true",
+    )
+    assert expanding.returncode != 0, expanding.stdout
+    assert os.environ["HOME"] not in expanding.stdout
+    assert (
+        "a session setting from the connection (spark.sql.variable.substitute) is refused in a "
+        "read-only session" in expanding.stderr
+    ), expanding.stderr[-2000:]
+
 
 def test_a_query_by_name_returns_whole_committed_batches_while_the_stream_commits(
     served: Served,

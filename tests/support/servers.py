@@ -363,15 +363,17 @@ def beeline(
     statement: str,
     *,
     password: Path | Literal["token"] | None = "token",
+    url_settings: str = "",
     timeout: float = 180,
 ) -> subprocess.CompletedProcess[str]:
     """Run one statement through pyspark's beeline; rows come back as CSV on stdout.
 
     The password is the server's token (`token`), another file's text, or none (None); beeline
-    reads it from the file (`-w`: not on the command line).
+    reads it from the file (`-w`: not on the command line). `url_settings` goes after the URL
+    (`?key=value`: session settings the server applies as the session opens).
     """
     chosen = server.token_file if password == "token" else password
-    return _beeline(server, ["-e", statement], chosen, timeout)
+    return _beeline(server, ["-e", statement], chosen, timeout, url_settings)
 
 
 def beeline_script(
@@ -388,14 +390,18 @@ def beeline_script(
 
 
 def _beeline(
-    server: LakehouseServer, arguments: list[str], password: Path | None, timeout: float
+    server: LakehouseServer,
+    arguments: list[str],
+    password: Path | None,
+    timeout: float,
+    url_settings: str = "",
 ) -> subprocess.CompletedProcess[str]:
     credentials = ["-n", "analyst", "-w", str(password)] if password is not None else []
     return subprocess.run(
         [
             str(SPARK_HOME / "bin" / "beeline"),
             "-u",
-            server.url,
+            server.url + url_settings,
             *credentials,
             "--silent=true",
             "--outputformat=csv2",

@@ -25,13 +25,14 @@ from tables.engine.secrets import (
     submit_args,
 )
 from tables.engine.serve_token import (
+    REMOTE_TOKEN_ENV,
     TOKEN_ENV,
     authenticated_url,
     client_token,
-    remove_token,
+    serve_token,
     token_path,
-    write_token,
 )
+from tables.errors import ConfigError
 
 HOSTILE = {
     "spark.hadoop.javax.jdo.option.ConnectionPassword": "p=a:s#s!w\\o\\u0041rd \n\r\t\fend",
@@ -108,16 +109,20 @@ def test_submit_args_end_with_the_shell_pyspark_expects() -> None:
     assert shlex.split(submit_args(path, "--master local[1]"))[-1] == "pyspark-shell"
 
 
-def test_the_token_file_is_this_users_only_and_a_later_servers_is_kept(tmp_path: Path) -> None:
-    write_token(tmp_path, "first")
+def test_the_token_is_made_once_kept_and_refused_when_others_can_read_it(tmp_path: Path) -> None:
+    token, made = serve_token(tmp_path)
+    assert made
     assert stat.S_IMODE(token_path(tmp_path).stat().st_mode) == 0o600
-    assert client_token(tmp_path, {}) == "first"
-    assert client_token(tmp_path, {TOKEN_ENV: "given"}) == "given"
-    write_token(tmp_path, "second")  # a later server of the same home
-    remove_token(tmp_path, "first")
-    assert client_token(tmp_path, {}) == "second"
-    remove_token(tmp_path, "second")
-    assert client_token(tmp_path, {}) is None
+    assert serve_token(tmp_path) == (token, False)  # kept across starts
+    assert client_token(tmp_path, {}) == token
+    assert client_token(tmp_path, {TOKEN_ENV: "spark"}) == "spark"
+    assert client_token(tmp_path, {TOKEN_ENV: "spark", REMOTE_TOKEN_ENV: "ours"}) == "ours"
+    token_path(tmp_path).chmod(0o644)
+    with pytest.raises(ConfigError, match=r"can be read by other users \(mode 644\)"):
+        serve_token(tmp_path)
+    token_path(tmp_path).unlink()  # deleting it makes a new one
+    assert serve_token(tmp_path)[0] != token
+    assert client_token(tmp_path / "elsewhere", {}) is None
 
 
 @pytest.mark.parametrize(

@@ -287,7 +287,7 @@ public final class ReadOnlyGuard implements Function1<SparkSessionExtensions, Bo
     return path.toAbsolutePath().normalize().toString();
   }
 
-  private static void refuse(String what) {
+  static void refuse(String what) {
     throw new SecurityException(PREFIX + what + " is refused in a read-only session");
   }
 }

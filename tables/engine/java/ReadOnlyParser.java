@@ -92,10 +92,37 @@ public final class ReadOnlyParser implements ParserInterface {
 
   private LogicalPlan judged(LogicalPlan plan) {
     if (ReadOnlyGuard.isReadOnly(session)) {
+      assertNoConnectionSettings(session);
       judge(plan, ReadOnlyGuard.rootsOf(session));
     }
     return plan;
   }
+
+  /**
+   * A JDBC client may set session settings in its connection URL (`jdbc:hive2://h:p/db?k=v`),
+   * which the Thrift server applies as the session opens, where no statement (and so no SET
+   * refusal) sees them: `spark.sql.variable.substitute=true` would expand `${env:...}` again, a
+   * `spark.sql.catalog.*` would add a catalog whose tables no path check sees. Under a
+   * read-only server every statement of a session whose settings differ from the server's
+   * (but the one the Thrift server itself sets) is refused, naming the first such key.
+   */
+  static void assertNoConnectionSettings(SparkSession session) {
+    org.apache.spark.SparkConf server = session.sparkContext().getConf();
+    if (!"true".equalsIgnoreCase(server.get(ReadOnlyGuard.SERVER_READ_ONLY_CONF, "false"))) {
+      return;
+    }
+    session.conf().getAll().foreach(entry -> {
+      String key = entry._1();
+      if (!SERVER_SET.contains(key) && !entry._2().equals(server.get(key, null))) {
+        ReadOnlyGuard.refuse("a session setting from the connection (" + key + ")");
+      }
+      return BoxedUnit.UNIT;
+    });
+  }
+
+  /** Settings the Thrift server gives each session it opens. */
+  private static final java.util.Set<String> SERVER_SET =
+      java.util.Set.of("spark.sql.datetime.java8API.enabled");
 
   /** Judge every path-named table of `plan`, its WITH clauses' plans and its subqueries. */
   static void judge(LogicalPlan plan, String[] roots) {
