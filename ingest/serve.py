@@ -36,6 +36,7 @@ import pyspark
 from tables.delta.warehouse import register_all
 from tables.engine.catalogs import CatalogSpec
 from tables.engine.confs import (
+    CUSTOM_AUTHENTICATION_CLASS,
     SERVE_AUTH_FILE_CONF,
     SERVER_READ_ONLY_CONF,
     TOKEN_AUTHENTICATOR,
@@ -86,7 +87,7 @@ class ServeOptions:
         and the login: any user, the token in `token_file` as password."""
         return {
             "hive.server2.authentication": "CUSTOM",
-            "hive.server2.custom.authentication.class": TOKEN_AUTHENTICATOR,
+            CUSTOM_AUTHENTICATION_CLASS: TOKEN_AUTHENTICATOR,
             SERVE_AUTH_FILE_CONF: str(token_file),
             "hive.server2.thrift.bind.host": self.host,
             "hive.server2.thrift.port": str(self.port),

@@ -18,4 +18,5 @@ VARIABLE_SUBSTITUTION_CONF = "spark.sql.variable.substitute"
 #: The JDBC server's login check (`java/TokenAuthenticator.java`), and the setting that names the
 #: file holding the token it compares passwords with (a path: the token is in no setting).
 TOKEN_AUTHENTICATOR = "lakehouse.TokenAuthenticator"
+CUSTOM_AUTHENTICATION_CLASS = "hive.server2.custom.authentication.class"
 SERVE_AUTH_FILE_CONF = "spark.lakehouse.serve.authFile"

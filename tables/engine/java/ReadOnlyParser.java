@@ -103,26 +103,40 @@ public final class ReadOnlyParser implements ParserInterface {
    * which the Thrift server applies as the session opens, where no statement (and so no SET
    * refusal) sees them: `spark.sql.variable.substitute=true` would expand `${env:...}` again, a
    * `spark.sql.catalog.*` would add a catalog whose tables no path check sees. Under a
-   * read-only server every statement of a session whose settings differ from the server's
-   * (but the one the Thrift server itself sets) is refused, naming the first such key.
+   * read-only server every statement of a session whose guarded settings (`isGuardedSetting`)
+   * differ from the server's own session's is refused, naming the first such key.
    */
   static void assertNoConnectionSettings(SparkSession session) {
     org.apache.spark.SparkConf server = session.sparkContext().getConf();
     if (!"true".equalsIgnoreCase(server.get(ReadOnlyGuard.SERVER_READ_ONLY_CONF, "false"))) {
       return;
     }
+    // The server's own session: the one each client session is opened from.
+    scala.Option<SparkSession> base = SparkSession.getDefaultSession();
+    if (base.isEmpty() || base.get() == session) {
+      return;
+    }
+    scala.collection.immutable.Map<String, String> served = base.get().conf().getAll();
     session.conf().getAll().foreach(entry -> {
       String key = entry._1();
-      if (!SERVER_SET.contains(key) && !entry._2().equals(server.get(key, null))) {
+      scala.Option<String> own = served.get(key);
+      if (isGuardedSetting(key) && !(own.isDefined() && own.get().equals(entry._2()))) {
         ReadOnlyGuard.refuse("a session setting from the connection (" + key + ")");
       }
       return BoxedUnit.UNIT;
     });
   }
 
-  /** Settings the Thrift server gives each session it opens. */
-  private static final java.util.Set<String> SERVER_SET =
-      java.util.Set.of("spark.sql.datetime.java8API.enabled");
+  /**
+   * The settings a connection may not bring: what the guard relies on (variable substitution,
+   * the project's own switches), what reaches the file systems (`spark.hadoop.*`), and catalogs
+   * (a catalog's tables are judged by no path check). Other settings change how a query runs,
+   * not what it may read, and Spark and Delta set some per session themselves.
+   */
+  static boolean isGuardedSetting(String key) {
+    return key.equals("spark.sql.variable.substitute") || key.startsWith("spark.sql.catalog.")
+        || key.startsWith("spark.lakehouse.") || key.startsWith("spark.hadoop.");
+  }
 
   /** Judge every path-named table of `plan`, its WITH clauses' plans and its subqueries. */
   static void judge(LogicalPlan plan, String[] roots) {

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from tables.engine.confs import CUSTOM_AUTHENTICATION_CLASS, TOKEN_AUTHENTICATOR
 from tables.engine.jvm import gateway, java_session
 
 if TYPE_CHECKING:
@@ -19,7 +20,11 @@ def start_jdbc_server(spark: SparkSession) -> Any:
     the session's `hive.server2.thrift.*`.
     """
     operation = "lakehouse serve (the JDBC server)"
-    server = gateway(spark, operation).org.apache.spark.sql.hive.thriftserver.HiveThriftServer2
+    jvm = gateway(spark, operation)
+    # Hive builds the login check from a new HiveConf, which sees system properties but not the
+    # session's settings: the class is named there (a class name, not a secret).
+    jvm.java.lang.System.setProperty(CUSTOM_AUTHENTICATION_CLASS, TOKEN_AUTHENTICATOR)
+    server = jvm.org.apache.spark.sql.hive.thriftserver.HiveThriftServer2
     return server.startWithContext(java_session(spark, operation).sqlContext())
 
 
