@@ -3,7 +3,7 @@
 `lakehouse sql` and the JDBC sessions of `lakehouse serve` run on JVMs other work shares (the
 serve JVM serves every analyst): `range(1e12)` or a cross join would run until someone stops the
 server. `[lakehouse.queries]` sets a statement timeout (default 5 minutes) and a cap on the rows
-`sql` prints (default 10,000; its `--limit`, 1,000 by default, may not pass it). A statement past
+`sql` prints (default 1,000,000; its `--limit`, 1,000 by default, may not pass it). A statement past
 its time is cancelled (by a tag on its jobs, in a classic session and over Spark Connect alike) and
 reported in one line; a result cut at the cap says so on stderr, never silently. The JDBC server
 cancels a statement past the same timeout (`spark.sql.thriftServer.queryTimeout`).
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 DEFAULT_TIMEOUT_SECONDS = 300.0
-DEFAULT_MAX_ROWS = 10_000
+DEFAULT_MAX_ROWS = 1_000_000
 
 
 class StatementTimeoutError(QueryError):

@@ -185,14 +185,14 @@ def test_sql_says_when_it_cuts_a_result_and_refuses_a_limit_past_the_cap(project
     config = str(project / "lakehouse.toml")
     cut = runner.invoke(app, ["sql", "SELECT * FROM cli_events", "--limit", "2", "-f", "json"])
     whole = runner.invoke(app, ["sql", "SELECT * FROM cli_events", "--limit", "5", "-f", "json"])
-    past = runner.invoke(app, ["sql", "SELECT 1", "--limit", "10001", "-c", config])
+    past = runner.invoke(app, ["sql", "SELECT 1", "--limit", "1000001", "-c", config])
     assert cut.exit_code == 0, cut.output
     assert len(json.loads(cut.stdout)) == 2
     assert cut.stderr.strip() == "showing the first 2 rows: the result has more (--limit)"
     assert (whole.exit_code, len(json.loads(whole.stdout)), whole.stderr) == (0, 5, "")
     assert past.exit_code == 1
     assert past.stderr.strip() == (
-        "error: --limit 10001 is above the cap of 10000 rows ([lakehouse.queries] max_rows)"
+        "error: --limit 1000001 is above the cap of 1000000 rows ([lakehouse.queries] max_rows)"
     )
 
 
