@@ -235,15 +235,20 @@ def start_connect_server(
     properties = write_secrets_file(secret)
     if properties is not None:
         command[1:1] = submit_options(properties)
-    with open(log, "ab") as output:
-        process = subprocess.Popen(
-            command,
-            env=env,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=ending_with_this_thread(),
-        )
+    try:
+        with open(log, "ab") as output:
+            process = subprocess.Popen(
+                command,
+                env=env,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=ending_with_this_thread(),
+            )
+    except BaseException:
+        if properties is not None:  # no server will read it
+            properties.unlink(missing_ok=True)
+        raise
     return ConnectServer(process, f"sc://{host}:{port}", log, token, properties)
 
 
