@@ -61,27 +61,30 @@ def serve_token(home: Path) -> tuple[str, bool]:
     try:
         mode = path.stat().st_mode
     except FileNotFoundError:
-        token = new_token()
-        write_token(home, token)
-        return token, True
-    if mode & 0o077:
+        mode = None
+    if mode is not None and mode & 0o077:
         raise ConfigError(
             f"the serve token {path} can be read by other users (mode {stat.S_IMODE(mode):o}): "
             "chmod 600 it, or delete it to have a new one made"
         )
-    token = path.read_text().strip()
-    if not token:
-        token = new_token()
-        write_token(home, token)
-        return token, True
-    return token, False
+    kept = path.read_text().strip() if mode is not None else ""
+    if kept:
+        return kept, False
+    token = new_token()
+    write_token(home, token)
+    return token, True
+
+
+def token_variable(environ: Mapping[str, str]) -> str | None:
+    """The environment variable a client's token comes from, ours first; None if neither."""
+    return next((name for name in (REMOTE_TOKEN_ENV, TOKEN_ENV) if environ.get(name)), None)
 
 
 def client_token(home: Path, environ: Mapping[str, str]) -> str | None:
     """The token a client of `home` sends: the environment's, else the server's file, else None."""
-    for name in (REMOTE_TOKEN_ENV, TOKEN_ENV):
-        if environ.get(name):
-            return environ[name]
+    named = token_variable(environ)
+    if named is not None:
+        return environ[named]
     try:
         return token_path(home).read_text().strip() or None
     except OSError:
@@ -109,10 +112,12 @@ def is_unauthenticated(exc: BaseException) -> bool:
     return callable(status) and getattr(status(), "name", None) == "UNAUTHENTICATED"
 
 
-def connect_failure(url: str, home: Path, token: str | None, exc: BaseException) -> str:
+def connect_failure(
+    url: str, home: Path, token: str | None, exc: BaseException, environ: Mapping[str, str]
+) -> str:
     """One line for a failed connection: a refused token, or a server that cannot be reached."""
     if is_unauthenticated(exc):
-        named = next((n for n in (REMOTE_TOKEN_ENV, TOKEN_ENV) if os.environ.get(n)), None)
+        named = token_variable(environ)
         sent = f"the token from {named}" if named else "no token"
         if token is not None and named is None:
             sent = f"the token in {token_path(home)}"

@@ -137,7 +137,7 @@ def connect_session(url: str, home: Path | str | None = None) -> SparkSession:
             "the Spark Connect client is not installed: pip install 'lakehouse-ingest[connect]'"
         ) from exc
     except Exception as exc:
-        raise SessionError(connect_failure(url, wanted, token, exc)) from exc
+        raise SessionError(connect_failure(url, wanted, token, exc, os.environ)) from exc
     # PySpark's client sends a clean-up call at interpreter exit and retries it for minutes when
     # the server is gone; closing the channel first makes that call fail at once.
     atexit.register(close_connect_session, spark)

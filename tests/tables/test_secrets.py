@@ -29,6 +29,7 @@ from tables.engine.serve_token import (
     TOKEN_ENV,
     authenticated_url,
     client_token,
+    connect_failure,
     serve_token,
     token_path,
 )
@@ -137,3 +138,31 @@ def test_the_token_is_made_once_kept_and_refused_when_others_can_read_it(tmp_pat
 )
 def test_the_client_url_carries_the_token(url: str, token: str | None, expected: str) -> None:
     assert authenticated_url(url, token) == expected
+
+
+class _RefusedError(Exception):
+    """What PySpark raises when the Connect server refuses a call (its gRPC status)."""
+
+    def getGrpcStatusCode(self) -> object:  # noqa: N802 - PySpark's name
+        return type("Status", (), {"name": "UNAUTHENTICATED"})()
+
+
+def test_a_refused_client_is_told_which_token_it_sent(tmp_path: Path) -> None:
+    url = "sc://127.0.0.1:1"
+    said = [
+        connect_failure(url, tmp_path, token, _RefusedError(), environ)
+        for token, environ in [
+            (None, {}),
+            ("t", {}),
+            ("t", {TOKEN_ENV: "t"}),
+            ("t", {TOKEN_ENV: "s", REMOTE_TOKEN_ENV: "t"}),
+        ]
+    ]
+    assert [line.split("it sent ")[1].split(", not")[0] for line in said] == [
+        "no token",
+        f"the token in {token_path(tmp_path)}",
+        f"the token from {TOKEN_ENV}",
+        f"the token from {REMOTE_TOKEN_ENV}",
+    ]
+    unreachable = connect_failure(url, tmp_path, None, OSError("connection refused"), {})
+    assert unreachable.startswith(f"cannot reach the Spark Connect server at {url} (")
