@@ -26,7 +26,8 @@ import json
 import os
 import re
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
 
 from ingest.checkpoint_lease import CheckpointLease
 from tables.engine.jvm import is_classic
@@ -102,6 +103,53 @@ def leftover_temp_files(spark: SparkSession, checkpoint: str) -> list[str]:
     )
 
 
+@dataclass(frozen=True)
+class RunState:
+    """Whether a run holds a checkpoint now, and who holds it (or held it last)."""
+
+    state: Literal["running", "stopped", "not shown"]
+    holder: str
+
+    def describe(self) -> str:
+        """The state as `status` shows it, in one line."""
+        if self.state == "running":
+            return f"running: {self.holder}"
+        if self.state == "stopped":
+            return f"stopped (last run: {self.holder})" if self.holder else "stopped"
+        return f"not shown ({self.holder})"
+
+
+def run_state(checkpoint: str) -> RunState:
+    """Whether a live run holds a local checkpoint's lock (tried shared, never taken).
+
+    A checkpoint on another store has no lock this process can try: its state is not shown.
+    """
+    local = local_path(checkpoint)
+    if local is None:
+        scheme = checkpoint.split(":", 1)[0]
+        return RunState("not shown", f"a checkpoint on {scheme} has no lock to try")
+    lock_file = local / LOCK_FILE
+    if not lock_file.is_file():
+        return RunState("stopped", "")
+    with open(lock_file) as lock:
+        holder = lock.read().strip()
+        try:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return RunState("running", holder or "unknown")
+        fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+    return RunState("stopped", holder)
+
+
+def where_it_runs(spark: SparkSession) -> str:
+    """Where a run's batches run, as its holder line ends: "" in this process, else the Spark
+    Connect session they go through (`lakehouse status` shows it)."""
+    if is_classic(spark):
+        return ""
+    connect: Any = spark
+    return f", through Spark Connect session {connect.session_id}"
+
+
 @contextlib.contextmanager
 def hold_checkpoint(spark: SparkSession, checkpoint: str) -> Iterator[list[str]]:
     """Hold the checkpoint for one run; yield the killed runs' temp files this removed.
@@ -145,7 +193,7 @@ def hold_checkpoint(spark: SparkSession, checkpoint: str) -> Iterator[list[str]]
             ) from exc
         lock.seek(0)
         lock.truncate()
-        lock.write(f"pid {os.getpid()} on {os.uname().nodename}\n")
+        lock.write(f"pid {os.getpid()} on {os.uname().nodename}{where_it_runs(spark)}\n")
         lock.flush()
         removed = leftover_temp_files(spark, checkpoint)
         for name in removed:

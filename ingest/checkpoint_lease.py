@@ -42,16 +42,21 @@ LEASE_SECONDS = 60.0
 LEASE_SECONDS_ENV = "LAKEHOUSE_CHECKPOINT_LEASE_SECONDS"
 
 
-def lease_seconds(setting: str | None) -> float:
-    """The lease length `LAKEHOUSE_CHECKPOINT_LEASE_SECONDS` sets, else `LEASE_SECONDS`."""
+def lease_seconds(
+    setting: str | None, default: float = LEASE_SECONDS, variable: str = LEASE_SECONDS_ENV
+) -> float:
+    """The lease length the environment `variable` sets (seconds, at least 3), else `default`.
+
+    Shared by the checkpoint's lease and a remote stream's (`ingest.remote_lease`).
+    """
     if setting is None or not setting.strip():
-        return LEASE_SECONDS
+        return default
     try:
         seconds = float(setting)
     except ValueError:
         seconds = 0.0
     if seconds < 3:
-        raise ConfigError(f"{LEASE_SECONDS_ENV} must be a number of seconds >= 3, got {setting!r}")
+        raise ConfigError(f"{variable} must be a number of seconds >= 3, got {setting!r}")
     return seconds
 
 

@@ -19,6 +19,7 @@ as after a crash.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 import time
@@ -32,6 +33,12 @@ from typing import TYPE_CHECKING, Any
 from ingest.checkpoint import last_committed_batch
 from ingest.commit.batch_result import BatchResult, BatchStatus, result_from_entry
 from ingest.outcomes import audit_after_commit, outcomes_of
+from ingest.remote_lease import (
+    REMOTE_LEASE_SECONDS_ENV,
+    ClientLease,
+    assert_client_present,
+    remote_lease_seconds,
+)
 from ingest.sources.resume import read_batch_base
 from ingest.stream_commit import MicroBatch, StreamTarget, commit_stream_batch
 from ingest.triggers import start_query
@@ -118,10 +125,16 @@ class RemoteBatch:
     """
 
     def __init__(
-        self, pipeline: PipelineSpec, spec: TableSpec, batch_base: int, quality_dir: Path | None
+        self,
+        pipeline: PipelineSpec,
+        spec: TableSpec,
+        batch_base: int,
+        quality_dir: Path | None,
+        lease_seconds: float,
     ) -> None:
         self.pipeline, self.spec = pipeline, spec
         self.batch_base, self.quality_dir = batch_base, quality_dir
+        self.lease_seconds = lease_seconds
         self._target: StreamTarget | None = None
         self._outcomes: ResultLog | None = None
 
@@ -143,8 +156,13 @@ class RemoteBatch:
             raise RuntimeError(encode_error(worker_failure(self.pipeline.name, exc))) from None
 
     def run(self, micro: MicroBatch) -> None:
-        """What the classic runner does for a batch, with the worker's own writer and buffer."""
+        """What the classic runner does for a batch, with the worker's own writer and buffer;
+        nothing once the client's lease has lapsed (`ingest.remote_lease`)."""
         spark = micro.rows.sparkSession
+        pipeline = self.pipeline
+        assert_client_present(
+            spark, pipeline.name, pipeline.app_id, micro.batch_id, self.lease_seconds
+        )
         if self._target is None or self._outcomes is None:
             gate = ExpectationGate(self.spec, self.quality_dir) if self.spec.expectations else None
             writer = TableWriter(spark, self.spec, self.pipeline.app_id)
@@ -184,10 +202,14 @@ class RemoteStream:
         # Spark may report the checkpoint's last batch again before any new one runs: only
         # batches above it are this run's to report.
         progress = Progress(datetime.now(), last_committed_batch(spark, pipeline.checkpoint))
-        handler = RemoteBatch(pipeline, self.spec, batch_base, self.quality_dir)
+        seconds = remote_lease_seconds(os.environ.get(REMOTE_LEASE_SECONDS_ENV))
+        lease = ClientLease(spark, pipeline.app_id, seconds)
+        lease.renew()
+        handler = RemoteBatch(pipeline, self.spec, batch_base, self.quality_dir, seconds)
         query = start_query(stream, pipeline.app_id, pipeline.checkpoint, trigger_args, handler)
         try:
             while not query.awaitTermination(_POLL_SECONDS):
+                lease.renew()
                 self._report(spark, batch_base, query, progress)
                 if stop.requested:
                     _stop_when_idle(query)

@@ -45,7 +45,12 @@ from tables.engine.confs import (
 from tables.engine.connectors import cached_delta_classpath, cached_delta_jars
 from tables.engine.jvm.servers import start_jdbc_server, trust_this_thread
 from tables.engine.limits import QueryLimits
-from tables.engine.secrets import split_secrets, submit_options, write_secrets_file
+from tables.engine.secrets import (
+    copy_redacted,
+    split_secrets,
+    submit_options,
+    write_secrets_file,
+)
 from tables.engine.serve_token import TOKEN_ENV
 from tables.engine.session import embedded_settings
 from tables.errors import ConfigError, SessionError
@@ -58,6 +63,8 @@ DEFAULT_PORT = 10000
 DEFAULT_CONNECT_PORT = 15002
 REFRESH_SECONDS = 5.0
 CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+#: How long a Connect session lives unused (`ingest.remote_lease` says why it matters).
+CONNECT_SESSION_TIMEOUT = "15m"
 CONNECT_START_SECONDS = 180.0
 
 
@@ -145,6 +152,8 @@ class ConnectServer:
     token: str
     #: The server's secret settings, read by spark-submit at its start; removed once it listens.
     secrets: Path | None = None
+    #: The thread copying the server's output into `log`, its secrets redacted.
+    copier: threading.Thread | None = None
 
     def _forget_secrets(self) -> None:
         if self.secrets is not None:
@@ -178,6 +187,8 @@ class ConnectServer:
                     os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
         self._forget_secrets()
+        if self.copier is not None:
+            self.copier.join(timeout)
         return self.process.returncode
 
 
@@ -201,6 +212,9 @@ def connect_server_command(
             "spark.connect.grpc.binding.address": host,
             "spark.connect.grpc.binding.port": str(port),
             "spark.app.name": "lakehouse-connect",
+            # A session no client has used for this long is closed with its streams (Spark's
+            # default is an hour): the end of a stream whose client died while it had no data.
+            "spark.connect.session.manager.defaultSessionTimeout": CONNECT_SESSION_TIMEOUT,
         },
     )
     settings["spark.jars"] = ",".join([*delta, *filter(None, settings["spark.jars"].split(","))])
@@ -236,20 +250,22 @@ def start_connect_server(
     if properties is not None:
         command[1:1] = submit_options(properties)
     try:
-        with open(log, "ab") as output:
-            process = subprocess.Popen(
-                command,
-                env=env,
-                stdout=output,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=ending_with_this_thread(),
-            )
+        process = subprocess.Popen(
+            command,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=ending_with_this_thread(),
+        )
     except BaseException:
         if properties is not None:  # no server will read it
             properties.unlink(missing_ok=True)
         raise
-    return ConnectServer(process, f"sc://{host}:{port}", log, token, properties)
+    assert process.stdout is not None
+    # Its Python workers print the server's URL with the token: the log gets it redacted.
+    copier = copy_redacted(process.stdout, log, [token])
+    return ConnectServer(process, f"sc://{host}:{port}", log, token, properties, copier)
 
 
 def ending_with_this_thread() -> Callable[[], None] | None:

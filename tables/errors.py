@@ -150,6 +150,12 @@ class ReaderCrashedError(TransientError):
         self.files = files
 
 
+class ClientGoneError(TransientError):
+    """A stream run over `--remote` whose client stopped renewing its lease: the server's worker
+    refuses the next batch, which stops the query (`ingest.remote_lease`). Transient: the next run
+    goes on exactly once."""
+
+
 class InjectedFaultError(TransientError):
     """Raised by a fault point switched on for a test; never raised in normal runs."""
 

@@ -13,6 +13,7 @@ from pyspark.sql import SparkSession
 from tables.delta.provision import ensure_table
 from tables.engine.class_archive import ARCHIVE_ENV
 from tables.spec import TableSpec
+from tests.support.connect import Server, connect_server
 from tests.support.projects import prime_class_archives
 
 EVENT_DDL = "event_id STRING NOT NULL, user_id STRING, amount DOUBLE"
@@ -34,6 +35,13 @@ def child_class_archives(
     """
     if any(item.get_closest_marker("slow") for item in request.session.items):
         prime_class_archives(tmp_path_factory.mktemp("class-archive"))
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One Spark Connect server over a home of its own, shared by the Connect modules of a run."""
+    with connect_server(tmp_path_factory.mktemp("connect-home")) as running:
+        yield running
 
 
 @pytest.fixture(scope="session")

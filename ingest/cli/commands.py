@@ -81,8 +81,10 @@ def status(
     wide: WideOption = False,
     config: ConfigOption = None,
 ) -> None:
-    """Show a table's state: version, size, files, rows, and each app's last committed batch."""
+    """Show a table's state: version, size, files, rows, each app's last committed batch, and
+    whether each pipeline of the config that writes it is running now, and whose run it is."""
     # Deferred: Spark and the tables load when a command runs (`lakehouse --help` stays quick).
+    from ingest.checkpoint import run_state
     from tables.delta.history import table_version
     from tables.delta.markers import committed_batches
     from tables.delta.table import table_detail, table_exists
@@ -90,7 +92,8 @@ def status(
     from tables.spec import quarantine_table_name
 
     validate_table_name(table)
-    spark = spark_for(load_config(config, required=False), context)
+    loaded = load_config(config, required=False)
+    spark = spark_for(loaded, context)
     detail = table_detail(spark, table)
     quarantine = quarantine_table_name(table)
     row: dict[str, Any] = {
@@ -104,6 +107,11 @@ def status(
         ),
         "apps": {
             app_id: batch for app_id, batch in sorted(committed_batches(spark, table).items())
+        },
+        "streams": {
+            p.name: run_state(p.checkpoint).describe()
+            for p in loaded.pipelines.values()
+            if p.table.lower() == table.lower()
         },
         "last_commit": detail.last_modified,
         "location": detail.location,

@@ -30,7 +30,32 @@ def clone_session(spark: SparkSession) -> SparkSession:
     if is_classic(spark):
         return clone_classic(spark)
     connect: Any = spark
-    return cast("SparkSession", connect.cloneSession())
+    clone = connect.cloneSession()
+    clone._client = _OwnChannelClient(clone._client)
+    return cast("SparkSession", clone)
+
+
+class _OwnChannelClient:
+    """A Spark Connect clone's client whose `close` closes its own channel and nothing else.
+
+    PySpark's `SparkConnectClient.close` also shuts down the release thread pool all clients
+    share, waiting for its calls; a session closes its client when it is garbage-collected, and
+    with a token that can happen on the gRPC thread that signs a waiting call (the auth plugin),
+    which then waits for itself: every later call of the process hangs. Seen with a read-only
+    clone per statement (`tables.engine.readonly`); the one place this project reaches into the
+    Connect client's internals.
+    """
+
+    def __init__(self, client: Any) -> None:
+        self._wrapped = client
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._wrapped, name)
+
+    def close(self) -> None:
+        """Close this client's channel only."""
+        self._wrapped._channel.close()
+        self._wrapped._closed = True
 
 
 def session_id(spark: SparkSession) -> str:

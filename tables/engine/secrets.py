@@ -16,9 +16,11 @@ import os
 import re
 import shlex
 import tempfile
-from collections.abc import Iterator, Mapping
+import threading
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from types import MappingProxyType
+from typing import IO
 
 #: Spark's own default of `spark.redaction.regex`: the names it hides in its UI and logs.
 SECRET_NAME = re.compile(r"(?i)secret|password|token|access[.]?key")
@@ -116,3 +118,31 @@ def secrets_for_launch(settings: Mapping[str, str]) -> Iterator[None]:
 
 def _escaped(text: str) -> str:
     return "".join(_ESCAPES.get(c, c) for c in text)
+
+
+def redacted(line: bytes, secrets: Iterable[bytes]) -> bytes:
+    """The line with every secret in it replaced by `<redacted>`."""
+    for secret in secrets:
+        if secret:
+            line = line.replace(secret, b"<redacted>")
+    return line
+
+
+def copy_redacted(stream: IO[bytes], log: Path, secrets: Iterable[str]) -> threading.Thread:
+    """Copy a child's output into `log`, each secret replaced, in a daemon thread; the thread.
+
+    Spark prints some secrets it holds: the Python worker of a Connect `foreachBatch` prints its
+    server URL with the server's token in it. A child whose output may carry one writes into a
+    pipe read here, never into its log file directly.
+    """
+    hidden = [s.encode() for s in secrets if s]
+
+    def copy() -> None:
+        with stream, open(log, "ab") as output:
+            for line in iter(stream.readline, b""):
+                output.write(redacted(line, hidden))
+                output.flush()
+
+    thread = threading.Thread(target=copy, name=f"log {log.name}", daemon=True)
+    thread.start()
+    return thread

@@ -8,15 +8,10 @@ through public APIs, and the operations with none say so in one line.
 
 from __future__ import annotations
 
-import atexit
-import contextlib
-import os
 import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -25,7 +20,6 @@ from pyspark.sql import DataFrame, SparkSession
 from ingest.commit import commit_batch
 from ingest.config import PipelineSpec
 from ingest.runner import RunReport, run_pipeline
-from ingest.serve import ConnectServer, start_connect_server
 from ingest.sources import FileSource, KafkaSource
 from tables.delta.commits import commit_markers
 from tables.delta.history import read_ledger
@@ -33,81 +27,29 @@ from tables.delta.ledger import admin_metadata
 from tables.delta.markers import committed_batches
 from tables.delta.provision import ensure_table
 from tables.delta.writer import TableWriter
-from tables.engine.catalogs import CatalogSpec
 from tables.engine.jvm import is_classic
-from tables.engine.serve_token import REMOTE_TOKEN_ENV, authenticated_url, serve_token
-from tables.engine.session import close_connect_session, connect_session
+from tables.engine.serve_token import REMOTE_TOKEN_ENV
+from tables.engine.session import connect_session
 from tables.errors import (
     BatchContentMismatchError,
     CheckpointLostError,
     ClassicOnlyError,
     UnknownFieldsError,
 )
-from tables.faults import ENV_VAR
 from tables.spec import TableSpec
+from tests.support.connect import Server, assert_own_process, connect_server
 from tests.support.kafka_broker import KafkaBroker
 from tests.support.processes import child_env, run_lakehouse
 from tests.support.projects import EVENTS, Pipeline, events, land, write_project
-from tests.support.servers import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.connect]
 
 SCHEMA = "event_id STRING NOT NULL, user_id STRING, amount DOUBLE"
 
 
-@dataclass
-class Server:
-    """A running Connect server over a lakehouse home."""
-
-    url: str
-    home: Path
-    process: ConnectServer
-
-    def session(self) -> SparkSession:
-        """A new client session (a server-side session of its own), closed with the server."""
-        url = authenticated_url(self.url, self.process.token)
-        session = SparkSession.builder.remote(url).create()
-        atexit.register(close_connect_session, session)
-        return session
-
-
-@contextlib.contextmanager
-def connect_server(home: Path, fault: str | None = None) -> Iterator[Server]:
-    """A Connect server over `home` on a free port; its Python workers get the fault rule."""
-    saved = os.environ.pop(ENV_VAR, None)
-    if fault:
-        os.environ[ENV_VAR] = fault
-    try:
-        port = free_port()
-        token, _ = serve_token(home)  # as `serve` does, for the `lakehouse --remote` children
-        process = start_connect_server(home, CatalogSpec(), "127.0.0.1", port, token)
-    finally:
-        os.environ.pop(ENV_VAR, None)
-        if saved is not None:
-            os.environ[ENV_VAR] = saved
-    try:
-        process.wait_ready("127.0.0.1", port)
-        yield Server(f"sc://127.0.0.1:{port}", home, process)
-    finally:
-        process.stop()
-
-
 @pytest.fixture(scope="module", autouse=True)
 def _own_process() -> None:
-    """PySpark runs a process in classic or Connect mode, never both: refuse a mixed run."""
-    from pyspark import SparkContext
-
-    if SparkContext._active_spark_context is not None:
-        pytest.fail(
-            "a classic Spark session runs in this process: run the Spark Connect tests on "
-            "their own (`pytest -m connect`, as make test-slow does)"
-        )
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with connect_server(tmp_path_factory.mktemp("connect-home")) as running:
-        yield running
+    assert_own_process()
 
 
 @pytest.fixture(scope="module")

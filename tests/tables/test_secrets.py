@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import shlex
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,8 +19,10 @@ from pyspark.sql import SparkSession
 from tables.engine.jvm import gateway
 from tables.engine.secrets import (
     SUBMIT_ARGS_ENV,
+    copy_redacted,
     is_secret,
     properties_text,
+    redacted,
     secrets_file,
     secrets_for_launch,
     split_secrets,
@@ -166,3 +170,20 @@ def test_a_refused_client_is_told_which_token_it_sent(tmp_path: Path) -> None:
     ]
     unreachable = connect_failure(url, tmp_path, None, OSError("connection refused"), {})
     assert unreachable.startswith(f"cannot reach the Spark Connect server at {url} (")
+
+
+def test_a_childs_output_reaches_its_log_with_each_secret_redacted(tmp_path: Path) -> None:
+    """A Connect server's Python worker prints its URL with the token; the log must not keep it."""
+    token = "tok-3f9c-not-for-logs"
+    child = subprocess.Popen(
+        [sys.executable, "-c", f"print('url sc://h:1/;token={token} and more'); print('plain')"],
+        stdout=subprocess.PIPE,
+    )
+    assert child.stdout is not None
+    log = tmp_path / "server.log"
+
+    copy_redacted(child.stdout, log, [token, ""]).join(30)
+
+    assert child.wait(30) == 0
+    assert log.read_text().splitlines() == ["url sc://h:1/;token=<redacted> and more", "plain"]
+    assert redacted(b"a-tok-b", [b"tok", b""]) == b"a-<redacted>-b"
