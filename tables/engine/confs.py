@@ -20,3 +20,5 @@ VARIABLE_SUBSTITUTION_CONF = "spark.sql.variable.substitute"
 TOKEN_AUTHENTICATOR = "lakehouse.TokenAuthenticator"
 CUSTOM_AUTHENTICATION_CLASS = "hive.server2.custom.authentication.class"
 SERVE_AUTH_FILE_CONF = "spark.lakehouse.serve.authFile"
+#: The most rows a read-only JDBC server's client statement returns (`java/ResultRowCap.java`).
+QUERIES_MAX_ROWS_CONF = "spark.lakehouse.queries.maxRows"

@@ -6,7 +6,8 @@ server. `[lakehouse.queries]` sets a statement timeout (default 5 minutes) and a
 `sql` prints (default 1,000,000; its `--limit`, 1,000 by default, may not pass it). A statement past
 its time is cancelled (by a tag on its jobs, in a classic session and over Spark Connect alike) and
 reported in one line; a result cut at the cap says so on stderr, never silently. The JDBC server
-cancels a statement past the same timeout (`spark.sql.thriftServer.queryTimeout`).
+cancels a statement past the same timeout (`spark.sql.thriftServer.queryTimeout`), and fails a
+client's query whose result would pass the cap, in one line (`java/ResultRowCap.java`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tables.engine.confs import QUERIES_MAX_ROWS_CONF
 from tables.engine.jvm import is_classic
 from tables.errors import ConfigError, QueryError
 
@@ -60,10 +62,12 @@ class QueryLimits:
             )
 
     def jdbc_conf(self) -> dict[str, str]:
-        """The JDBC server's settings for the timeout: cancel, and interrupt the tasks."""
+        """The JDBC server's settings: the timeout (cancel, and interrupt the tasks), and the
+        row cap its parser wraps each client query in (`java/ResultRowCap.java`)."""
         return {
             "spark.sql.thriftServer.queryTimeout": f"{max(1, round(self.timeout_seconds))}s",
             "spark.sql.thriftServer.interruptOnCancel": "true",
+            QUERIES_MAX_ROWS_CONF: str(self.max_rows),
         }
 
 

@@ -25,9 +25,9 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from tests.support.processes import run_lakehouse
+from tests.support.processes import command_lines, run_lakehouse
 from tests.support.projects import prime_class_archive, start_lakehouse
-from tests.support.s3_server import S3Server, start_s3_server
+from tests.support.s3_server import SECRET_KEY, S3Server, start_s3_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.object_store]
 
@@ -245,6 +245,8 @@ def test_a_second_run_of_a_pipeline_on_s3_is_refused_while_the_first_holds_its_l
     try:
         assert is_stopped(first.pid), "the first run did not stall after its commit"
         assert lease.exists(), "the first run holds no lease"
+        # Any local user reads command lines: the S3 keys reach the JVM in its environment.
+        assert [line for line in command_lines() if SECRET_KEY in line] == []
         second = run_lakehouse(root, "ingest", "a")
         assert second.returncode == 75  # transient: the lease ends with the run, or expires
         assert "in use by another run" in second.stderr

@@ -24,13 +24,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.processes import child_env
+from tests.support.hostile_sql import READS
+from tests.support.hostile_sql import REFUSED as HOSTILE_REFUSED
+from tests.support.processes import child_env, command_lines
 from tests.support.projects import Pipeline, events, land, write_project
 from tests.support.servers import LOOPBACK, LakehouseServer, beeline, beeline_script
 
 pytestmark = pytest.mark.slow
 
 ROWS_PER_FILE = 40
+#: The JDBC row cap of the served project: above every table's rows here.
+MAX_ROWS = 500
 APP_ID = "events-live"
 GUARD_LINE = (
     "LAKEHOUSE_READ_ONLY: {} (a write, DDL, SET, ADD JAR or another command) is refused in a "
@@ -79,6 +83,8 @@ def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     root = tmp_path_factory.mktemp("serve")
     landing = write_project(root, [Pipeline("live", APP_ID)])["live"]
+    with open(root / "lakehouse.toml", "a") as config:
+        config.write(f"\n[lakehouse.queries]\nmax_rows = {MAX_ROWS}\n")
     stream_log = root / "stream.log"
     with open(stream_log, "wb") as log:
         stream = subprocess.Popen(
@@ -187,6 +193,7 @@ def test_writes_ddl_and_set_are_refused_with_the_guards_line_and_change_nothing(
         assert refused.returncode != 0, refused.stdout
         assert "ran," not in refused.stdout
         assert "Error validating the login" in refused.stderr, refused.stderr[-2000:]
+        assert "not-the-servers-token" not in refused.stdout + refused.stderr
 
     # Session settings in the connection URL are applied as the session opens, where no SET
     # refusal sees them: every statement of such a session is refused, naming the key.
@@ -201,6 +208,67 @@ def test_writes_ddl_and_set_are_refused_with_the_guards_line_and_change_nothing(
         "a session setting from the connection (spark.sql.variable.substitute) is refused in a "
         "read-only session" in expanding.stderr
     ), expanding.stderr[-2000:]
+
+
+def test_the_hostile_corpus_meets_its_fate_over_jdbc(served: Served, tmp_path: Path) -> None:
+    """Each refused statement of the corpus gets the guard's line naming its reason, in order;
+    each read runs, `${...}` comes back as text, and a query past the row cap fails in one line
+    while one at the cap comes back whole and in order."""
+    outside = tmp_path / "secret.txt"
+    outside.write_text("s3cr3t\n")
+    refused = [s for s in HOSTILE_REFUSED if s.beeline]
+    before = served.log_files()
+
+    answer = beeline_script(
+        served.server, [s.on("events", "event_id", str(outside)) for s in refused], served.root
+    )
+
+    errors = [line for line in answer.stderr.splitlines() if line.startswith("Error:")]
+    assert len(errors) == len(refused), answer.stderr[-3000:]
+    for statement, line in zip(refused, errors, strict=True):
+        assert "LAKEHOUSE_READ_ONLY" in line, (statement.sql, line)
+        assert str(statement.reason) in line, (statement.sql, line)
+    assert "s3cr3t" not in answer.stdout
+    assert served.log_files() == before
+    assert not Path("/tmp/lakehouse-ro-test").exists()
+
+    capped = [
+        f"SELECT concat('at-', id) AS v FROM range({MAX_ROWS}) ORDER BY id DESC",
+        f"SELECT concat('over-', id) AS v FROM range({MAX_ROWS + 1})",
+        f"SELECT concat('sum-', count(*)) AS v FROM range({MAX_ROWS * 10})",
+    ]
+    reads = beeline_script(
+        served.server,
+        [s.on("events", "event_id", str(outside)) for s in READS] + capped,
+        served.root,
+    )
+
+    errors = [line for line in reads.stderr.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1, reads.stderr[-3000:]
+    assert f"the result has more than {MAX_ROWS} rows" in errors[0], errors[0]
+    lines = reads.stdout.splitlines()
+    # (beeline may print a failed statement's `null` before the next row, on its line)
+    shown = [line for line in lines if not line.startswith(("events-live,", "at-"))]
+    for statement in READS:
+        if statement.text is not None:
+            assert any(line.endswith(statement.text) for line in lines), (statement.sql, shown)
+    assert not [line for line in lines if os.environ["HOME"] in line.split(",")]
+    assert [line for line in lines if line.startswith("at-")] == [
+        f"at-{n}" for n in reversed(range(MAX_ROWS))
+    ]
+    assert not [line for line in lines if line.startswith("over-")]
+    assert f"sum-{MAX_ROWS * 10}" in lines
+
+
+def test_no_token_shows_in_command_lines_or_logs(served: Served) -> None:
+    """`ps` shows any local user every command line; the logs are the operator's to share."""
+    token = served.server.token_file.read_text().strip()
+    assert len(token) >= 32
+
+    assert [line[:200] for line in command_lines() if token in line] == []
+    logs = [served.server.log, *(served.root / ".lakehouse" / "logs").rglob("*.log")]
+    assert len(logs) >= 2, logs
+    assert [log for log in logs if token in log.read_text(errors="replace")] == []
 
 
 def test_a_query_by_name_returns_whole_committed_batches_while_the_stream_commits(

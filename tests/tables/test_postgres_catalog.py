@@ -8,7 +8,6 @@ own JVM, as jobs are.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -21,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.processes import child_env
+from tests.support.processes import child_env, command_lines
 from tests.support.servers import LOOPBACK, PostgresCluster, free_port, postgres_missing
 
 pytestmark = pytest.mark.slow
@@ -126,17 +125,6 @@ class Watched:
 
     jvms_seen: int = 0
     holding: list[str] = field(default_factory=list)
-
-
-def command_lines() -> list[str]:
-    """Every process's command line, as `ps` shows it to any local user."""
-    lines = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                raw = (entry / "cmdline").read_bytes()
-                lines.append(raw.replace(b"\0", b" ").decode(errors="replace"))
-    return lines
 
 
 def watch_command_lines(running: list[subprocess.Popen[str]], secret: str) -> Watched:

@@ -10,6 +10,7 @@ import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.parser.ParameterContext;
 import org.apache.spark.sql.catalyst.parser.ParseException;
 import org.apache.spark.sql.catalyst.parser.ParserInterface;
+import org.apache.spark.sql.catalyst.plans.logical.InsertIntoStatement;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.StructType;
@@ -27,8 +28,8 @@ import scala.runtime.BoxedUnit;
  * session's own (Delta's): in a read-only session, every table name of the parsed statement
  * whose last part is a path (`format.`path``, `delta.`path``; in subqueries and WITH clauses
  * too) must lie inside the home or the warehouse, after its symbolic links are resolved, or the
- * statement is refused with the same line whether the path exists or not. Everything else is
- * the delegate's.
+ * statement is refused with the same line whether the path exists or not. A JDBC client's
+ * query is wrapped in the row cap (`ResultRowCap`). Everything else is the delegate's.
  */
 public final class ReadOnlyParser implements ParserInterface {
   private final SparkSession session;
@@ -41,13 +42,14 @@ public final class ReadOnlyParser implements ParserInterface {
 
   @Override
   public LogicalPlan parsePlan(String sqlText) throws ParseException {
-    return judged(delegate.parsePlan(sqlText));
+    return ResultRowCap.capped(session, delegate, judged(delegate.parsePlan(sqlText)));
   }
 
   @Override
   public LogicalPlan parsePlanWithParameters(String sqlText, ParameterContext parameters)
       throws ParseException {
-    return judged(delegate.parsePlanWithParameters(sqlText, parameters));
+    LogicalPlan plan = judged(delegate.parsePlanWithParameters(sqlText, parameters));
+    return ResultRowCap.capped(session, delegate, plan);
   }
 
   @Override
@@ -107,16 +109,11 @@ public final class ReadOnlyParser implements ParserInterface {
    * differ from the server's own session's is refused, naming the first such key.
    */
   static void assertNoConnectionSettings(SparkSession session) {
-    org.apache.spark.SparkConf server = session.sparkContext().getConf();
-    if (!"true".equalsIgnoreCase(server.get(ReadOnlyGuard.SERVER_READ_ONLY_CONF, "false"))) {
+    if (!isJdbcClientSession(session)) {
       return;
     }
-    // The server's own session: the one each client session is opened from.
-    scala.Option<SparkSession> base = SparkSession.getDefaultSession();
-    if (base.isEmpty() || base.get() == session) {
-      return;
-    }
-    scala.collection.immutable.Map<String, String> served = base.get().conf().getAll();
+    SparkSession base = SparkSession.getDefaultSession().get();
+    scala.collection.immutable.Map<String, String> served = base.conf().getAll();
     session.conf().getAll().foreach(entry -> {
       String key = entry._1();
       scala.Option<String> own = served.get(key);
@@ -125,6 +122,19 @@ public final class ReadOnlyParser implements ParserInterface {
       }
       return BoxedUnit.UNIT;
     });
+  }
+
+  /**
+   * True for a client's session on a read-only JDBC server: the server's own session (the one
+   * each client session is opened from) is not one.
+   */
+  static boolean isJdbcClientSession(SparkSession session) {
+    org.apache.spark.SparkConf server = session.sparkContext().getConf();
+    if (!"true".equalsIgnoreCase(server.get(ReadOnlyGuard.SERVER_READ_ONLY_CONF, "false"))) {
+      return false;
+    }
+    scala.Option<SparkSession> base = SparkSession.getDefaultSession();
+    return base.isDefined() && base.get() != session;
   }
 
   /**
@@ -138,12 +148,18 @@ public final class ReadOnlyParser implements ParserInterface {
         || key.startsWith("spark.lakehouse.") || key.startsWith("spark.hadoop.");
   }
 
-  /** Judge every path-named table of `plan`, its WITH clauses' plans and its subqueries. */
+  /**
+   * Judge every path-named table of `plan`, its WITH clauses' plans, its subqueries and an
+   * INSERT's target (`INSERT INTO parquet.`/x``: Spark looks the target up before any check).
+   */
   static void judge(LogicalPlan plan, String[] roots) {
     plan.foreach(node -> {
       Seq<String> name = nameOf(node);
       if (name != null && name.size() >= 2 && isPath(name.last())) {
         ReadOnlyGuard.assertInside(name.last(), roots);
+      }
+      if (node instanceof InsertIntoStatement insert) {
+        judge(insert.table(), roots);  // the target is no child: judged here, not by a lookup
       }
       node.innerChildren().foreach(inner -> {
         if (inner instanceof LogicalPlan innerPlan) {
