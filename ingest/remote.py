@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from ingest.checkpoint import last_committed_batch
 from ingest.commit.batch_result import BatchResult, BatchStatus, result_from_entry
+from ingest.maintenance import maintain
 from ingest.outcomes import audit_after_commit, outcomes_of
 from ingest.remote_lease import (
     REMOTE_LEASE_SECONDS_ENV,
@@ -169,7 +170,10 @@ class RemoteBatch:
             self._target = StreamTarget(self.pipeline, writer, gate)
             self._outcomes = outcomes_of(spark, self.spec, self.pipeline.app_id)
         result = commit_stream_batch(micro, self._target)
-        audit_after_commit(self._target.writer.on(spark), result, self._outcomes)
+        writer = self._target.writer.on(spark)
+        audit_after_commit(writer, result, self._outcomes)
+        if result.status == "committed":  # the table's upkeep, if due; its ledger tells
+            maintain(writer, result.batch_id)
 
 
 @dataclass

@@ -22,6 +22,7 @@ from ingest.commit.batch_result import BatchResult
 from ingest.config.checks import assert_pipeline_ready, origin_of
 from ingest.config.where import located
 from ingest.decisions import is_checkpoint_lost, lost_checkpoint_fixes, uses_high_water
+from ingest.maintenance import MaintenanceRun, maintain
 from ingest.observe.observer import RunObserver
 from ingest.outcomes import assert_not_held, audit_after_commit, outcomes_of, recover_outcomes
 from ingest.remote import RemoteStream
@@ -80,6 +81,7 @@ class RunReport:
     stopped_by: int | None = None
     removed_temp_files: tuple[str, ...] = ()
     finished_reset: str | None = None
+    maintenance: list[MaintenanceRun] = field(default_factory=list)
 
     def count(self, status: str) -> int:
         """How many batches ended with `status`."""
@@ -271,7 +273,8 @@ class _Run:
     def _batch(
         self, micro: MicroBatch, target: StreamTarget, isolation: BatchIsolation | None
     ) -> None:
-        """Commit one batch, settle its audit, report it with its stage timings."""
+        """Commit one batch, settle its audit, report it with its stage timings; then the
+        table's upkeep, if due (`ingest.maintenance`)."""
         started = time.monotonic()
         if self.report.results:  # Spark checkpointed the previous batch before this one
             fault_point("after_checkpoint", self.report.results[-1].batch_id)
@@ -290,6 +293,10 @@ class _Run:
         )
         self.report.results[-1] = replace(result, timings=timings)
         self.observer.settled(self.report.results[-1])
+        if result.status == "committed":  # upkeep after the batch, outside its timings
+            for upkeep in maintain(writer, result.batch_id):
+                self.report.maintenance.append(upkeep)
+                self.observer.maintained(upkeep)
 
     def _raise_failure(
         self,

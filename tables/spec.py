@@ -22,6 +22,7 @@ from tables.ddl import parse_columns
 from tables.ddl_types import validate_type
 from tables.errors import ConfigError, KeyPath, first_line
 from tables.identifiers import case_collisions, shorten, validate_column_name, validate_table_name
+from tables.maintenance_policy import MaintenancePolicy
 from tables.record_rules import RecordRules
 from tables.spec_rules import (
     check_column,
@@ -234,6 +235,8 @@ class TableSpec:
     delete_when: str | None = None
     #: The size limit and epoch unit of incoming records (docs/records.md#limits).
     records: RecordRules = field(default_factory=RecordRules)
+    #: When a long run compacts and vacuums the table between batches (off by default).
+    maintenance: MaintenancePolicy = field(default_factory=MaintenancePolicy)
     #: Where the spec was declared (`lakehouse.toml: tables.events`), for errors found later.
     origin: str | None = field(default=None, compare=False, repr=False)
 

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
     from ingest.commit.batch_result import BatchResult
     from ingest.config import PipelineSpec
+    from ingest.maintenance import MaintenanceRun
     from ingest.observe.metrics import BatchMetrics
     from ingest.runner import RunReport
     from quality.check_results import CheckResult
@@ -40,6 +41,10 @@ class _Console(RunObserver):
     def audited(self, audit: CheckResult) -> None:
         """Say what a failed or repaired check found."""
         _warn(audit)
+
+    def maintained(self, run: MaintenanceRun) -> None:
+        """Say what upkeep the run did."""
+        err.print(f"maintenance {run.describe()}")
 
 
 @handle_errors

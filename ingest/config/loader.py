@@ -44,6 +44,7 @@ from tables.identifiers import (
     validate_pipeline_name,
     validate_table_name,
 )
+from tables.maintenance_policy import MaintenancePolicy
 from tables.record_rules import (
     DEFAULT_MAX_RECORD_BYTES,
     RecordRules,
@@ -80,8 +81,10 @@ _TABLE_KEYS = frozenset(
         "delete_when",
         "max_record_bytes",
         "timestamp_unit",
+        "maintenance",
     }
 )
+_MAINTENANCE_KEYS = frozenset({"optimize_every", "optimize_max_files", "vacuum_every"})
 _EXPECTATION_KEYS = frozenset(
     {"check", "column", "action", "min", "max", "values", "pattern", "type"}
 )
@@ -204,8 +207,22 @@ def _table(name: str, body: Any, replay_window: timedelta, where: Where) -> Tabl
             sequence_by=optional("sequence_by"),
             delete_when=optional("delete_when"),
             records=_record_rules(body, where),
+            maintenance=_maintenance(body.get("maintenance", {}), where / "maintenance"),
             origin=str(where),
         )
+
+
+def _maintenance(value: Any, where: Where) -> MaintenancePolicy:
+    """`[tables.<name>.maintenance]`: whole numbers of batches or files, 0 (off) by default."""
+    body = mapping(value, where)
+    check_keys(body, _MAINTENANCE_KEYS, where)
+    counts = {}
+    for key in sorted(_MAINTENANCE_KEYS):
+        count = body.get(key, 0)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise (where / key).error(f"expected a whole number >= 0, got {count!r}")
+        counts[key] = count
+    return MaintenancePolicy(**counts)
 
 
 def _record_rules(body: Mapping[str, Any], where: Where) -> RecordRules:

@@ -1,8 +1,8 @@
 """What watches a run: the console, the batch log, the metrics, the progress bar.
 
 The runner tells one `RunObserver` of each batch committed, each audit settled, each batch
-settled (with its stage timings) and each batch that failed. `Observers` hands each event to
-several, and one that fails is reported once and never fails a batch.
+settled (with its stage timings), each batch that failed and each upkeep operation. `Observers`
+hands each event to several, and one that fails is reported once and never fails a batch.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ingest.commit.batch_result import BatchResult
+    from ingest.maintenance import MaintenanceRun
     from quality.check_results import CheckResult
 
 
@@ -29,6 +30,9 @@ class RunObserver:
 
     def failed(self, batch_id: int, error: BaseException) -> None:
         """A batch that failed (not one a stop skipped)."""
+
+    def maintained(self, run: MaintenanceRun) -> None:
+        """The run compacted or vacuumed its table after a batch (`ingest.maintenance`)."""
 
 
 class Observers(RunObserver):
@@ -54,6 +58,10 @@ class Observers(RunObserver):
     def failed(self, batch_id: int, error: BaseException) -> None:
         """Tell every observer of a failed batch."""
         self._each(lambda o: o.failed(batch_id, error))
+
+    def maintained(self, run: MaintenanceRun) -> None:
+        """Tell every observer of an upkeep operation."""
+        self._each(lambda o: o.maintained(run))
 
     def _each(self, call: Callable[[RunObserver], None]) -> None:
         for observer in self.observers:

@@ -17,7 +17,7 @@ LEDGER_FORMAT = 1
 #: another version in the same batch, `after_tombstone` versions not newer than a delete already
 #: recorded for the key, and the MERGE's source rows: `upserts` and `deletes`.
 UPSERT_COUNTS = ("superseded", "after_tombstone", "upserts", "deletes")
-CommitKind = Literal["batch", "replay", "replace", "reset", "repair"]
+CommitKind = Literal["batch", "replay", "replace", "reset", "repair", "maintenance"]
 
 
 @dataclass(frozen=True)
@@ -156,7 +156,8 @@ class LedgerEntry:
 def admin_metadata(
     app_id: str, batch_id: int, kind: CommitKind, source: Mapping[str, Any]
 ) -> CommitMetadata:
-    """The ledger entry of an operator's commit (reset, repair, replay): no rows read by it."""
+    """The ledger entry of an operator's commit (reset, repair, replay) or a run's upkeep
+    (maintenance): no rows read by it."""
     return CommitMetadata(
         app_id=app_id,
         batch_id=batch_id,

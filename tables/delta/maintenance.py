@@ -26,9 +26,12 @@ from tables.spec_rules import parse_interval
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
+    from tables.delta.ledger import CommitMetadata
+
 DELETED_FILE_RETENTION = "delta.deletedFileRetentionDuration"
 DEFAULT_DELETED_FILE_RETENTION = "interval 1 week"
 RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
+VACUUM_LOGGING_CONF = "spark.databricks.delta.vacuum.logging.enabled"
 
 
 @dataclass(frozen=True)
@@ -94,12 +97,15 @@ def vacuum(
     dry_run: bool = False,
     force: bool = False,
     before_delete: Callable[[VacuumReport], None] | None = None,
+    meta: CommitMetadata | None = None,
 ) -> VacuumReport:
     """Run VACUUM after the safety checks; list (and size) the files first, always.
 
     Retention is in whole hours because Delta rounds it to whole hours.
 
     `before_delete` sees the listing before anything is deleted; raising there stops the run.
+    `meta` is the ledger entry of the commits Delta writes for it (VACUUM START and END, when
+    it deletes files); a VACUUM with nothing to delete runs no statement and commits nothing.
     """
     validate_table_name(table)
     detail = table_detail(spark, table)
@@ -108,8 +114,9 @@ def vacuum(
     check_vacuum_retention(retain, retention, replay_window, force=force)
     below = retain < hours(retention)
     statement = f"VACUUM {quote_identifier(table)} RETAIN {int(retain)} HOURS"
-    confs = {RETENTION_CHECK_CONF: "false"} if below else None
-    with commit_session(spark, SessionClones(), confs=confs) as clone:
+    # Delta records a VACUUM that deletes files as two commits (START, END) with logging on.
+    confs = {VACUUM_LOGGING_CONF: "true", **({RETENTION_CHECK_CONF: "false"} if below else {})}
+    with commit_session(spark, SessionClones(), meta, confs) as clone:
         files = tuple(str(r["path"]) for r in clone.sql(f"{statement} DRY RUN").collect())
         _assert_inside(files, detail.location)
         report = VacuumReport(table, retain, files, _total_size(spark, files), dry_run)
@@ -120,8 +127,16 @@ def vacuum(
     return report
 
 
-def optimize(spark: SparkSession, table: str, zorder_by: Sequence[str] = ()) -> OptimizeReport:
-    """Compact small files (optionally Z-ordering by columns); report file counts around it."""
+def optimize(
+    spark: SparkSession,
+    table: str,
+    zorder_by: Sequence[str] = (),
+    meta: CommitMetadata | None = None,
+) -> OptimizeReport:
+    """Compact small files (optionally Z-ordering by columns); report file counts around it.
+
+    `meta` is the ledger entry its commit carries (a run's scheduled upkeep records one).
+    """
     validate_table_name(table)
     for column in zorder_by:
         validate_column_name(column)
@@ -136,7 +151,8 @@ def optimize(spark: SparkSession, table: str, zorder_by: Sequence[str] = ()) -> 
     statement = f"OPTIMIZE {quote_identifier(table)}"
     if zorder_by:
         statement += f" ZORDER BY ({', '.join(quote_identifier(c) for c in zorder_by)})"
-    row = spark.sql(statement).collect()[0].asDict(recursive=True)
+    with commit_session(spark, SessionClones(), meta) as clone:
+        row = clone.sql(statement).collect()[0].asDict(recursive=True)
     after = table_detail(spark, table)
     return OptimizeReport(table, before.num_files, after.num_files, dict(row.get("metrics") or {}))
 

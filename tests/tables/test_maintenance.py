@@ -12,6 +12,7 @@ from pyspark.sql import SparkSession
 
 from ingest.commit import commit_batch
 from tables.delta.history import read_ledger, table_version
+from tables.delta.ledger import admin_metadata
 from tables.delta.maintenance import check_vacuum_retention, optimize, vacuum
 from tables.delta.markers import committed_batches
 from tables.delta.table import table_detail
@@ -74,7 +75,10 @@ def test_vacuum_keeps_time_travel_within_retention_and_removes_debris_beyond(
         spark, spec.name, retain_hours=0, replay_window=no_window, force=True, dry_run=True
     )
     assert orphan.exists()
-    done = vacuum(spark, spec.name, retain_hours=0, replay_window=no_window, force=True)
+    upkeep = admin_metadata("app", 1, "maintenance", {"kind": "maintenance", "operation": "vac"})
+    done = vacuum(
+        spark, spec.name, retain_hours=0, replay_window=no_window, force=True, meta=upkeep
+    )
 
     assert not [f for f in kept.files if f.endswith(".parquet")]
     assert listed.files == done.files
@@ -83,6 +87,10 @@ def test_vacuum_keeps_time_travel_within_retention_and_removes_debris_beyond(
     assert all(f.startswith(location) for f in done.files)
     assert not orphan.exists()
     assert len(spark.sql(f"SELECT event_id FROM {spec.name}").collect()) == 5
+    # The VACUUM that deleted files is in the ledger (Delta's START and END commits carry it).
+    recorded = [e for e in read_ledger(spark, spec.name) if e.meta.kind == "maintenance"]
+    assert {e.meta.source["operation"] for e in recorded} == {"vac"}
+    assert {e.meta.commit_token for e in recorded} == {upkeep.commit_token}
     with pytest.raises(Exception, match=r"FileNotFound|does not exist|FAILED_READ_FILE"):
         spark.sql(f"SELECT event_id FROM {spec.name} VERSION AS OF {latest - 1}").collect()
 

@@ -1,0 +1,107 @@
+"""Scheduled upkeep of a long run (`[tables.X.maintenance]`): when, what; it moves no row."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from ingest.admin.verify import verify_table
+from ingest.config import PipelineSpec, load_config
+from ingest.runner import run_pipeline
+from ingest.sources import FileSource
+from tables.delta.history import read_ledger
+from tables.delta.markers import committed_batch
+from tables.delta.table import table_detail
+from tables.errors import ConfigError
+from tables.maintenance_policy import (
+    MaintenancePolicy,
+    is_every_nth,
+    should_optimize,
+    should_vacuum,
+)
+from tables.spec import TableSpec
+
+MakeTable = Callable[..., TableSpec]
+
+
+def test_every_nth_counts_batch_ids_from_zero_and_zero_is_off() -> None:
+    assert [b for b in range(9) if is_every_nth(b, 3)] == [2, 5, 8]
+    assert not any(is_every_nth(b, 0) for b in range(9))
+    policy = MaintenancePolicy(optimize_every=4, optimize_max_files=10, vacuum_every=5)
+    assert [b for b in range(10) if should_optimize(policy, b, files=3)] == [3, 7]
+    assert should_optimize(policy, 0, files=11)
+    assert not should_optimize(policy, 0, files=None)
+    assert [b for b in range(10) if should_vacuum(policy, b)] == [4, 9]
+    assert not MaintenancePolicy().is_on
+    assert MaintenancePolicy(optimize_max_files=1).watches_files
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "3"])
+def test_a_policy_takes_whole_numbers_only(bad: object) -> None:
+    with pytest.raises(ConfigError, match="optimize_every must be a whole number >= 0"):
+        MaintenancePolicy(optimize_every=bad)  # type: ignore[arg-type]
+
+
+def test_the_config_reads_the_maintenance_table_and_names_a_bad_key(tmp_path: Path) -> None:
+    base = '[tables.events]\nschema = "event_id STRING"\nkeys = ["event_id"]\n'
+    config = tmp_path / "lakehouse.toml"
+    config.write_text(base + "[tables.events.maintenance]\noptimize_every = 100\n")
+    assert load_config(config).tables["events"].maintenance == MaintenancePolicy(100, 0, 0)
+
+    config.write_text(base + "[tables.events.maintenance]\noptimise_every = 100\n")
+    with pytest.raises(ConfigError, match="optimise_every"):
+        load_config(config)
+    config.write_text(base + "[tables.events.maintenance]\nvacuum_every = -2\n")
+    with pytest.raises(ConfigError, match=r"vacuum_every.*whole number >= 0, got -2"):
+        load_config(config)
+
+
+def test_a_run_compacts_and_vacuums_between_batches_and_every_row_stays_once(
+    spark: SparkSession, make_table: MakeTable, tmp_path: Path
+) -> None:
+    policy = MaintenancePolicy(optimize_every=2, vacuum_every=4)
+    spec = make_table(maintenance=policy)
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    for n in range(4):
+        rows = [{"event_id": f"e{n}-{i}", "user_id": "u", "amount": 1.0} for i in range(5)]
+        (landing / f"{n}.json").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    job = PipelineSpec(
+        name="kept",
+        table=spec.name,
+        app_id="kept",
+        source=FileSource(str(landing), "json", max_files_per_trigger=1),
+        trigger="available-now",
+        checkpoint=str(tmp_path / "checkpoint"),
+    )
+
+    report = run_pipeline(spark, job, spec)
+
+    assert [r.status for r in report.results] == ["committed"] * 4
+    assert [(m.batch_id, m.operation) for m in report.maintenance] == [
+        (1, "optimize"),
+        (3, "optimize"),
+        (3, "vacuum"),
+    ]
+    compacted = re.fullmatch(r"(\d+) files before, 1 after", report.maintenance[0].detail)
+    assert compacted is not None, report.maintenance[0].detail
+    assert int(compacted.group(1)) > 1
+    assert table_detail(spark, spec.name).num_files == 1
+    kinds = [
+        (e.meta.kind, e.meta.batch_id, e.meta.source.get("operation"))
+        for e in read_ledger(spark, spec.name, app_id="kept")
+    ]
+    assert ("maintenance", 1, "optimize") in kinds
+    assert ("maintenance", 3, "optimize") in kinds
+    assert sorted(b for k, b, _ in kinds if k == "batch") == [0, 1, 2, 3]
+    assert committed_batch(spark, spec.name, "kept") == 3
+    counted = spark.table(spec.name).groupBy("event_id").count().collect()
+    assert len(counted) == 20
+    assert {r["count"] for r in counted} == {1}
+    assert verify_table(spark, spec).passed
+    assert run_pipeline(spark, job, spec).maintenance == []  # nothing new, no upkeep
