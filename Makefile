@@ -9,7 +9,7 @@ VERIFY_REPEAT ?= 10
 VERIFY_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test test-slow check demo demo-s3 bench verify clean
+.PHONY: help setup test test-slow check demo demo-s3 bench soak verify clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -40,7 +40,7 @@ check: setup ## Lint (ruff) and type-check (mypy, strict on the packages)
 	$(VENV)/bin/ruff check tables quality ingest crash_matrix tests examples bench
 	$(VENV)/bin/ruff format --check tables quality ingest crash_matrix tests examples bench
 	$(VENV)/bin/mypy
-	$(VENV)/bin/mypy --strict bench/run.py crash_matrix
+	$(VENV)/bin/mypy --strict bench/run.py bench/soak.py crash_matrix
 
 demo: setup ## Generate sample events and ingest them exactly once, twice, with a crash between
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash examples/demo/run.sh
@@ -55,6 +55,9 @@ verify: setup ## Prove exactly-once under faults: scenarios repeated, then the f
 
 bench: setup ## Measure what exactly-once costs, as ratios side by side (BENCH_ARGS=--help)
 	$(PY) bench/run.py $(BENCH_ARGS)
+
+soak: setup ## One ingest for 3,000 batches: latency and memory stay flat? (SOAK_ARGS=--help)
+	$(PY) bench/soak.py $(SOAK_ARGS)
 
 clean: ## Remove the virtualenv, demo state and caches (not the Ivy JAR cache)
 	rm -rf $(VENV) examples/demo/.lakehouse examples/demo/landing examples/demo/s3 .pytest_cache .mypy_cache .ruff_cache

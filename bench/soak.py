@@ -1,0 +1,307 @@
+"""`make soak`: one continuous ingest for thousands of batches; does it stay as fast and as small?
+
+One `lakehouse ingest --trigger "1 second"` process runs on a project of its own; this process
+drops one small JSON file each time a batch settles (one batch in flight, a steady rate) and
+samples every batch: its seconds by stage (from `<home>/logs/batches.jsonl`), the driver's
+Python RSS, the driver JVM's RSS, open file descriptors and threads, the table's `_delta_log`
+file count and the checkpoint's size; every `--heap-every` batches the JVM's live heap (`jcmd
+GC.class_histogram`, after a full GC). At a tenth of the run and at its end it counts the
+threads by name and times `lakehouse status` and `verify` in another process. The ratios
+compare the end with the start, each against its goal (issue 36): batch latency p50 of the last
+fifteenth ÷ batches N/30..N/10, heap and RSS at N ÷ at N/10, status and verify at N ÷ at N/10.
+Writes `bench/results/soak.json` and `soak.png`. Not in CI: 3,000 batches take about two hours
+here (`--batches 300` for a quick look).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from matplotlib import pyplot  # without a display it draws with Agg, into files only
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+ROWS_PER_FILE = 50
+GOALS = {"latency_p50": 1.2, "heap_after_gc": 1.2, "python_rss": 1.2, "status": 1.5, "verify": 1.5}
+
+
+@dataclass
+class Sample:
+    """What one settled batch cost, and how big the run was after it."""
+
+    batch_id: int
+    seconds: float
+    stages: dict[str, float]
+    python_rss_mb: float
+    jvm_rss_mb: float
+    fds: int
+    threads: int
+    delta_log_files: int
+    checkpoint_bytes: int
+    heap_after_gc_mb: float | None = None
+
+
+def project(root: Path, optimize_every: int) -> None:
+    """A project with one JSON landing directory into `events` (home `.lakehouse`)."""
+    (root / "landing").mkdir(parents=True)
+    upkeep = f"optimize_every = {optimize_every}\n" if optimize_every else ""
+    maintenance = f"[tables.events.maintenance]\n{upkeep}" if upkeep else ""
+    (root / "lakehouse.toml").write_text(
+        '[lakehouse]\nhome = ".lakehouse"\n\n'
+        '[tables.events]\nschema = "event_id STRING NOT NULL, amount DOUBLE"\n'
+        'keys = ["event_id"]\n' + maintenance + "\n"
+        '[pipelines.events]\ntable = "events"\napp_id = "soak"\n'
+        '[pipelines.events.source]\nformat = "json"\npath = "landing"\nmax_files_per_trigger = 1\n'
+    )
+
+
+def drop(landing: Path, n: int) -> None:
+    """Land file `n` atomically: ROWS_PER_FILE new events."""
+    text = "".join(
+        json.dumps({"event_id": f"e{n}-{i}", "amount": float(i)}) + "\n"
+        for i in range(ROWS_PER_FILE)
+    )
+    staging = landing / f".{n:06d}.tmp"
+    staging.write_text(text)
+    staging.rename(landing / f"{n:06d}.json")
+
+
+def lakehouse(root: Path, *args: str, **kwargs: Any) -> subprocess.Popen[str]:
+    """Start `lakehouse ARGS` in the project."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "ingest.cli", *args], cwd=root, text=True, **kwargs
+    )
+
+
+def timed(root: Path, *args: str) -> float:
+    """Seconds one `lakehouse` command takes (a JVM start included), failing if it fails."""
+    started = time.monotonic()
+    done = lakehouse(root, *args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = done.communicate(timeout=1800)
+    if done.returncode != 0:
+        raise RuntimeError(f"lakehouse {' '.join(args)} failed: {err[-2000:] or out[-2000:]}")
+    return time.monotonic() - started
+
+
+def status_field(pid: int, name: str) -> int:
+    """A number from /proc/PID/status (kB for memory)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{name}:"):
+            return int(line.split()[1])
+    return 0
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid`, from /proc."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, pending = [], [pid]
+    while pending:
+        for child in children.get(pending.pop(), []):
+            found.append(child)
+            pending.append(child)
+    return found
+
+
+def driver_jvm(pid: int) -> int:
+    """The driver JVM the ingest process started."""
+    for child in descendants(pid):
+        with open(f"/proc/{child}/cmdline", "rb") as cmdline:
+            if b"java" in cmdline.read().split(b"\0")[0]:
+                return child
+    raise RuntimeError("the ingest process has no driver JVM")
+
+
+def live_heap(jvm: int) -> tuple[float, dict[str, float]]:
+    """The JVM's live heap in MiB, and its 15 largest classes (MiB): the class histogram,
+    taken after a full GC (`jcmd GC.class_histogram`)."""
+    histogram = subprocess.run(
+        ["jcmd", str(jvm), "GC.class_histogram"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    ).stdout
+    total = re.search(r"^Total\s+\d+\s+(\d+)", histogram, re.MULTILINE)
+    rows = re.findall(r"^\s*\d+:\s+\d+\s+(\d+)\s+(\S+)", histogram, re.MULTILINE)
+    largest = {name: round(int(size) / 2**20, 2) for size, name in rows[:15]}
+    return (int(total.group(1)) / 2**20 if total else float("nan")), largest
+
+
+def thread_names(pid: int) -> dict[str, int]:
+    """The process's threads by name, digits folded (`pool-12-thread-3` -> `pool-#-thread-#`)."""
+    names: dict[str, int] = {}
+    for comm in Path(f"/proc/{pid}/task").glob("*/comm"):
+        try:
+            name = re.sub(r"\d+", "#", comm.read_text().strip())
+        except OSError:
+            continue
+        names[name] = names.get(name, 0) + 1
+    return dict(sorted(names.items(), key=lambda item: -item[1]))
+
+
+def tree_size(path: Path) -> int:
+    """Bytes of the files under `path`."""
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def settled_batches(log: Path) -> Iterator[dict[str, Any]]:
+    """The batch log's lines as they are appended (waits for each)."""
+    while not log.exists():
+        time.sleep(0.2)
+    with open(log) as lines:
+        while True:
+            line = lines.readline()
+            if line.endswith("\n"):
+                yield json.loads(line)
+            else:
+                time.sleep(0.05)
+
+
+def window(samples: list[Sample], first: int, last: int) -> list[float]:
+    """Batch seconds of batch ids first..last (inclusive)."""
+    return [s.seconds for s in samples if first <= s.batch_id <= last]
+
+
+def ratio(name: str, late: float, early: float) -> dict[str, Any]:
+    """One figure against its goal, as `bench/results` keeps them."""
+    value = round(late / early, 3) if early > 0 else float("nan")
+    return {"name": name, "value": value, "target": GOALS[name], "met": value <= GOALS[name]}
+
+
+def soak(batches: int, heap_every: int, optimize_every: int, root: Path) -> dict[str, Any]:
+    """Run the soak in `root`; the report."""
+    project(root, optimize_every)
+    home = root / ".lakehouse"
+    output = open(root / "ingest.log", "w")  # noqa: SIM115 - the child's; closed below
+    ingest = lakehouse(
+        root, "ingest", "events", "--trigger", "1 second", stdout=output, stderr=output
+    )
+    early_at = max(1, batches // 10)
+    samples: list[Sample] = []
+    timings: dict[int, dict[str, float]] = {}
+    threads: dict[int, dict[str, dict[str, int]]] = {}
+    classes: dict[int, dict[str, float]] = {}
+    try:
+        drop(root / "landing", 0)
+        for record in settled_batches(home / "logs" / "batches.jsonl"):
+            batch_id = int(record["batch_id"])
+            if record["status"] == "failed":
+                raise RuntimeError(f"batch {batch_id} failed: {record.get('error')}")
+            if batch_id + 1 < batches:
+                drop(root / "landing", batch_id + 1)
+            jvm = driver_jvm(ingest.pid)
+            sample = Sample(
+                batch_id=batch_id,
+                seconds=float(record["seconds"]["batch"]),
+                stages={k: float(v) for k, v in record["seconds"].items()},
+                python_rss_mb=status_field(ingest.pid, "VmRSS") / 1024,
+                jvm_rss_mb=status_field(jvm, "VmRSS") / 1024,
+                fds=len(os.listdir(f"/proc/{jvm}/fd")) + len(os.listdir(f"/proc/{ingest.pid}/fd")),
+                threads=status_field(jvm, "Threads") + status_field(ingest.pid, "Threads"),
+                delta_log_files=len(os.listdir(home / "warehouse" / "events" / "_delta_log")),
+                checkpoint_bytes=tree_size(home / "checkpoints"),
+            )
+            if (batch_id + 1) % heap_every == 0 or batch_id + 1 in (early_at, batches):
+                sample.heap_after_gc_mb, largest = live_heap(jvm)
+                if batch_id + 1 in (early_at, batches):
+                    classes[batch_id + 1] = largest
+            samples.append(sample)
+            if batch_id + 1 in (early_at, batches):
+                named = {"jvm": thread_names(jvm), "python": thread_names(ingest.pid)}
+                threads[batch_id + 1] = named
+                timings[batch_id + 1] = {
+                    "status": timed(root, "status", "events", "--format", "json"),
+                    "verify": timed(root, "verify", "events"),
+                }
+            print(f"batch {batch_id}: {sample.seconds:.3f} s", flush=True)
+            if batch_id + 1 >= batches:
+                break
+    finally:
+        ingest.terminate()
+        ingest.wait(120)
+        output.close()
+    by_id = {s.batch_id: s for s in samples}
+    early, late = by_id[early_at - 1], by_id[batches - 1]
+    first = window(samples, batches // 30, early_at - 1)
+    last = window(samples, batches - batches // 15, batches - 1)
+    return {
+        "batches": batches,
+        "optimize_every": optimize_every,
+        "ratios": [
+            ratio("latency_p50", statistics.median(last), statistics.median(first)),
+            ratio("heap_after_gc", late.heap_after_gc_mb or 0, early.heap_after_gc_mb or 0),
+            ratio("python_rss", late.python_rss_mb, early.python_rss_mb),
+            ratio("status", timings[batches]["status"], timings[early_at]["status"]),
+            ratio("verify", timings[batches]["verify"], timings[early_at]["verify"]),
+        ],
+        "timings": {str(k): v for k, v in timings.items()},
+        "threads": {str(k): v for k, v in threads.items()},
+        "largest_classes_mb": {str(k): v for k, v in classes.items()},
+        "samples": [asdict(s) for s in samples],
+    }
+
+
+def plot(report: dict[str, Any], path: Path) -> None:
+    """Latency and memory over the batches, as docs/benchmarks.md shows them."""
+    samples = report["samples"]
+    ids = [s["batch_id"] for s in samples]
+    figure, (latency, memory) = pyplot.subplots(2, 1, figsize=(9, 6), sharex=True)
+    latency.plot(ids, [s["seconds"] for s in samples], linewidth=0.5, label="batch seconds")
+    latency.set_ylabel("seconds")
+    latency.legend(loc="upper left")
+    memory.plot(ids, [s["python_rss_mb"] for s in samples], label="Python RSS")
+    memory.plot(ids, [s["jvm_rss_mb"] for s in samples], label="JVM RSS")
+    heap = [(s["batch_id"], s["heap_after_gc_mb"]) for s in samples if s["heap_after_gc_mb"]]
+    memory.plot([h[0] for h in heap], [h[1] for h in heap], "o-", label="JVM heap after GC")
+    memory.set_ylabel("MiB")
+    memory.set_xlabel("batch")
+    memory.legend(loc="upper left")
+    figure.suptitle(f"soak: {report['batches']} batches of {ROWS_PER_FILE} rows, one process")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batches", type=int, default=3000, help="batches to run (>= 30)")
+    parser.add_argument("--heap-every", type=int, default=0, help="heap sample every N batches")
+    parser.add_argument("--optimize-every", type=int, default=500, help="0: no maintenance")
+    parser.add_argument("--out", type=Path, default=RESULTS / "soak.json")
+    arguments = parser.parse_args(argv)
+    if arguments.batches < 30:
+        parser.error("--batches must be at least 30")
+    heap_every = arguments.heap_every or max(1, arguments.batches // 30)
+    root = Path(tempfile.mkdtemp(prefix="lakehouse-soak-"))
+    try:
+        report = soak(arguments.batches, heap_every, arguments.optimize_every, root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    arguments.out.parent.mkdir(parents=True, exist_ok=True)
+    arguments.out.write_text(json.dumps(report, indent=1) + "\n")
+    plot(report, arguments.out.with_suffix(".png"))
+    for figure in report["ratios"]:
+        print(f"{figure['name']}: {figure['value']} (goal <= {figure['target']})")
+    return 0 if all(f["met"] for f in report["ratios"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
