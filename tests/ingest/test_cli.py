@@ -57,6 +57,25 @@ def test_help_lists_the_commands() -> None:
         assert command in result.output
 
 
+def test_no_help_shows_a_secret_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--help` may print an option's environment default; a token or password must not show."""
+    secret = "s3cr3t-of-the-environment"
+    for variable in (
+        "LAKEHOUSE_REMOTE_TOKEN",
+        "SPARK_CONNECT_AUTHENTICATE_TOKEN",
+        "AWS_SECRET_ACCESS_KEY",
+        "LAKEHOUSE_METASTORE_PASSWORD",
+    ):
+        monkeypatch.setenv(variable, secret)
+    monkeypatch.setenv("LAKEHOUSE_REMOTE", f"sc://127.0.0.1:15002/;token={secret}")
+    commands = [name for c in app.registered_commands if (name := c.name or c.callback.__name__)]
+
+    for command in [[], *([name] for name in commands)]:
+        result = runner.invoke(app, [*command, "--help"])
+        assert result.exit_code == 0, (command, result.output)
+        assert secret not in result.output, command
+
+
 def test_ingest_help_comes_from_the_docstring() -> None:
     result = runner.invoke(app, ["ingest", "--help"])
     assert result.exit_code == 0
