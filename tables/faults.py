@@ -16,6 +16,8 @@ Points, in the order a batch reaches them:
 
 And one of `lakehouse reset-app` (its "batch" is the batch id the markers move to):
 - `mid_reset`: a marker of the reset is committed, the next one is not.
+And one of a run's scheduled upkeep (`ingest.maintenance`), after the batch settled:
+- `before_maintenance`: the batch is committed and audited, its upkeep not begun.
 
 The two "files written, log entry not" points are watched: while the write runs, a thread lists
 the table directory and fires once a new data file appears, which is the pre-commit state of a
@@ -53,7 +55,7 @@ FaultPoint = Literal[
     "after_checkpoint",
 ]
 #: Points of the operator commands, outside the batch path the crash matrix walks.
-AdminFaultPoint = Literal["mid_reset"]
+AdminFaultPoint = Literal["mid_reset", "before_maintenance"]
 ALL_POINTS: tuple[str, ...] = (*get_args(FaultPoint), *get_args(AdminFaultPoint))
 FaultAction = Literal["raise", "exit", "kill", "term", "stall"]
 ENV_VAR = "LAKEHOUSE_FAULT"

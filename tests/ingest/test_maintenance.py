@@ -18,6 +18,7 @@ from tables.delta.history import read_ledger
 from tables.delta.markers import committed_batch
 from tables.delta.table import table_detail
 from tables.errors import ConfigError
+from tables.faults import ENV_VAR
 from tables.maintenance_policy import (
     MaintenancePolicy,
     is_every_nth,
@@ -105,3 +106,32 @@ def test_a_run_compacts_and_vacuums_between_batches_and_every_row_stays_once(
     assert {r["count"] for r in counted} == {1}
     assert verify_table(spark, spec).passed
     assert run_pipeline(spark, job, spec).maintenance == []  # nothing new, no upkeep
+
+
+def test_a_failed_upkeep_is_reported_and_the_run_goes_on(
+    spark: SparkSession, make_table: MakeTable, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = make_table(maintenance=MaintenancePolicy(optimize_every=1))
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    for n in range(3):
+        rows = [{"event_id": f"e{n}-{i}", "user_id": "u", "amount": 1.0} for i in range(3)]
+        (landing / f"{n}.json").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    job = PipelineSpec(
+        name="upkept",
+        table=spec.name,
+        app_id="upkept",
+        source=FileSource(str(landing), "json", max_files_per_trigger=1),
+        trigger="available-now",
+        checkpoint=str(tmp_path / "checkpoint"),
+    )
+    monkeypatch.setenv(ENV_VAR, "before_maintenance:raise@1")
+
+    report = run_pipeline(spark, job, spec)
+
+    assert [r.status for r in report.results] == ["committed"] * 3
+    outcomes = [(m.batch_id, m.failed) for m in report.maintenance]
+    assert outcomes == [(0, False), (1, True), (2, False)]
+    assert report.maintenance[1].detail.startswith("failed, tried again at its next turn: ")
+    assert report.maintenance[1].detail.endswith("fault injected at before_maintenance for batch 1")
+    assert spark.table(spec.name).count() == 9
