@@ -163,9 +163,15 @@ def tree_size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def settled_batches(log: Path) -> Iterator[dict[str, Any]]:
-    """The batch log's lines as they are appended (waits for each)."""
+def settled_batches(log: Path, ingest: subprocess.Popen[str]) -> Iterator[dict[str, Any]]:
+    """The batch log's lines as they are appended (waits for each while `ingest` runs)."""
+
+    def assert_running() -> None:
+        if ingest.poll() is not None:
+            raise RuntimeError(f"the ingest process ended (exit {ingest.returncode}): see its log")
+
     while not log.exists():
+        assert_running()
         time.sleep(0.2)
     with open(log) as lines:
         while True:
@@ -173,6 +179,7 @@ def settled_batches(log: Path) -> Iterator[dict[str, Any]]:
             if line.endswith("\n"):
                 yield json.loads(line)
             else:
+                assert_running()
                 time.sleep(0.05)
 
 
@@ -202,7 +209,7 @@ def soak(batches: int, heap_every: int, optimize_every: int, root: Path) -> dict
     classes: dict[int, dict[str, float]] = {}
     try:
         drop(root / "landing", 0)
-        for record in settled_batches(home / "logs" / "batches.jsonl"):
+        for record in settled_batches(home / "logs" / "batches.jsonl", ingest):
             batch_id = int(record["batch_id"])
             if record["status"] == "failed":
                 raise RuntimeError(f"batch {batch_id} failed: {record.get('error')}")
@@ -237,7 +244,11 @@ def soak(batches: int, heap_every: int, optimize_every: int, root: Path) -> dict
                 break
     finally:
         ingest.terminate()
-        ingest.wait(120)
+        try:
+            ingest.wait(120)
+        except subprocess.TimeoutExpired:
+            ingest.kill()
+            ingest.wait()
         output.close()
     by_id = {s.batch_id: s for s in samples}
     early, late = by_id[early_at - 1], by_id[batches - 1]

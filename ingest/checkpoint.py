@@ -25,11 +25,13 @@ import fcntl
 import json
 import os
 import re
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from ingest.checkpoint_lease import CheckpointLease
+from tables.engine.clones import session_id
 from tables.engine.jvm import is_classic
 from tables.engine.object_store import is_object_store
 from tables.engine.storage import child_names, delete, local_path, read_bytes, walk_files
@@ -141,13 +143,27 @@ def run_state(checkpoint: str) -> RunState:
     return RunState("stopped", holder)
 
 
+def _lock_exclusive(descriptor: int, tries: int = 20) -> None:
+    """Take the lock, or raise BlockingIOError if a run holds it.
+
+    `status` tries the lock shared for an instant (`run_state`): a run starting at that instant
+    waits it out (up to 2 s) instead of taking it for another run's.
+    """
+    for _ in range(tries - 1):
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            time.sleep(0.1)
+    fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
 def where_it_runs(spark: SparkSession) -> str:
     """Where a run's batches run, as its holder line ends: "" in this process, else the Spark
     Connect session they go through (`lakehouse status` shows it)."""
     if is_classic(spark):
         return ""
-    connect: Any = spark
-    return f", through Spark Connect session {connect.session_id}"
+    return f", through Spark Connect session {session_id(spark)}"
 
 
 @contextlib.contextmanager
@@ -183,7 +199,7 @@ def hold_checkpoint(spark: SparkSession, checkpoint: str) -> Iterator[list[str]]
     local.mkdir(parents=True, exist_ok=True)
     with open(local / LOCK_FILE, "a+") as lock:
         try:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            _lock_exclusive(lock.fileno())
         except BlockingIOError as exc:
             lock.seek(0)
             holder = lock.read().strip() or "unknown"

@@ -1,22 +1,26 @@
-"""Scheduled upkeep inside a long run: OPTIMIZE and VACUUM between batches, each in the ledger.
+"""Scheduled upkeep inside a long run: OPTIMIZE and VACUUM after batches, each in the ledger.
 
-`[tables.X.maintenance]` says when (`tables.maintenance_policy`); this module does it, in the
-batch function, after the batch committed and its audit settled. The stream is then between
-batches and the run holds its checkpoint, so no batch of this pipeline commits meanwhile; another
-app's batch may, and Delta checks an OPTIMIZE against it as against any concurrent commit (a
-compaction never conflicts with a blind append). The markers and the rows stay as they were:
-OPTIMIZE rewrites files, VACUUM deletes only files no version within the retention needs.
+`[tables.X.maintenance]` says when (`tables.maintenance_policy`); `Upkeep`, one per run, does it
+in the batch function, after the batch committed and its audit settled and before Spark
+checkpoints the batch (a long VACUUM delays that checkpoint, and a stop waits for it). The run
+holds its checkpoint, so no batch of this pipeline commits meanwhile. Another app's may: an
+OPTIMIZE is checked against it as any concurrent commit is, and a MERGE that read files the
+OPTIMIZE replaced loses (Delta's ConcurrentDeleteReadException), which its commit retries as a
+conflict. The markers and the rows stay as they were: OPTIMIZE rewrites files, VACUUM deletes
+only files no version within the retention needs.
 
-Each run that commits carries a ledger entry of kind `maintenance` (app id, the batch it followed,
-the operation), so `history` shows it beside the batches. An OPTIMIZE with nothing to compact
-commits nothing, and so records nothing. A failed operation is reported and the run goes on: the
-batch has committed, and the upkeep comes round again at its next turn.
+Each operation that commits carries a ledger entry of kind `maintenance` (app id, the batch it
+followed, the operation), so `history` shows it beside the batches. An OPTIMIZE with nothing to
+compact, or a VACUUM with nothing to delete, commits nothing and records nothing. A failed
+operation is reported and the run goes on: the batch has committed, and the upkeep comes round
+again at its next turn.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Literal
 
 from tables.delta.ledger import admin_metadata
@@ -35,7 +39,7 @@ Operation = Literal["optimize", "vacuum"]
 
 @dataclass(frozen=True)
 class MaintenanceRun:
-    """One upkeep operation a run did after a batch, as the run reports it."""
+    """One upkeep operation a run did (or tried) after a batch, as the run reports it."""
 
     table: str
     batch_id: int
@@ -48,46 +52,49 @@ class MaintenanceRun:
         return f"after batch {self.batch_id}: {self.operation} {self.table}: {self.detail}"
 
 
-def maintain(writer: TableWriter, batch_id: int) -> list[MaintenanceRun]:
-    """Run the upkeep due after `batch_id` under the table's policy; what was done or failed.
+class Upkeep:
+    """A run's upkeep of its table: what is due after each batch, and what the last
+    compaction left (so `optimize_max_files` counts the files added since, not the table's
+    own floor: a table of more partitions than the limit is not compacted after every batch)."""
 
-    An operation that fails is reported (`failed`), never raised: the batch has committed, and
-    a compaction that loses to a concurrent writer, or a store that answers slowly, must not
-    stop the ingestion. The next turn tries again.
-    """
-    spec, spark = writer.spec, writer.spark
-    policy = spec.maintenance
-    if not policy.is_on:
-        return []
-    done: list[MaintenanceRun] = []
-    try:
-        fault_point("before_maintenance", batch_id)
-        files = table_detail(spark, spec.name).num_files if policy.watches_files else None
-    except Exception as exc:
-        return [MaintenanceRun(spec.name, batch_id, "optimize", _failed(exc), failed=True)]
-    if should_optimize(policy, batch_id, files):
-        done.append(_attempt(spec.name, batch_id, "optimize", lambda: _optimize(writer, batch_id)))
-    if should_vacuum(policy, batch_id):
-        done.append(_attempt(spec.name, batch_id, "vacuum", lambda: _vacuum(writer, batch_id)))
-    return done
+    def __init__(self) -> None:
+        self.compacted_to = 0
+
+    def after(self, writer: TableWriter, batch_id: int) -> list[MaintenanceRun]:
+        """Run the upkeep due after `batch_id`; what was done or failed, never raised.
+
+        The batch has committed, and a compaction that loses to a concurrent writer, or a store
+        that answers slowly, must not stop the ingestion.
+        """
+        name, policy = writer.spec.name, writer.spec.maintenance
+        if not policy.is_on:
+            return []
+        try:
+            fault_point("before_maintenance", batch_id)
+            files = table_detail(writer.spark, name).num_files if policy.watches_files else 0
+        except Exception as exc:
+            return [MaintenanceRun(name, batch_id, "optimize", _failed(exc), failed=True)]
+        done: list[MaintenanceRun] = []
+        if should_optimize(policy, batch_id, files - self.compacted_to):
+            done.append(_attempt(name, batch_id, "optimize", partial(self._optimize, writer)))
+        if should_vacuum(policy, batch_id):
+            done.append(_attempt(name, batch_id, "vacuum", partial(_vacuum, writer)))
+        return done
+
+    def _optimize(self, writer: TableWriter, batch_id: int) -> str:
+        entry = _entry(writer, batch_id, "optimize")
+        report = optimize(writer.spark, writer.spec.name, meta=entry, clones=writer.clones)
+        self.compacted_to = report.files_after
+        return f"{report.files_before} files before, {report.files_after} after"
 
 
 def _attempt(
-    table: str, batch_id: int, operation: Operation, run: Callable[[], str]
+    table: str, batch_id: int, operation: Operation, run: Callable[[int], str]
 ) -> MaintenanceRun:
     try:
-        return MaintenanceRun(table, batch_id, operation, run())
+        return MaintenanceRun(table, batch_id, operation, run(batch_id))
     except Exception as exc:
         return MaintenanceRun(table, batch_id, operation, _failed(exc), failed=True)
-
-
-def _failed(exc: BaseException) -> str:
-    return f"failed, tried again at its next turn: {error_summary(exc)}"
-
-
-def _optimize(writer: TableWriter, batch_id: int) -> str:
-    report = optimize(writer.spark, writer.spec.name, meta=_entry(writer, batch_id, "optimize"))
-    return f"{report.files_before} files before, {report.files_after} after"
 
 
 def _vacuum(writer: TableWriter, batch_id: int) -> str:
@@ -97,11 +104,16 @@ def _vacuum(writer: TableWriter, batch_id: int) -> str:
         retain_hours=None,
         replay_window=writer.spec.replay_window,
         meta=_entry(writer, batch_id, "vacuum"),
+        clones=writer.clones,
     )
     return (
         f"removed {len(removed.files)} path(s), {removed.size_bytes} bytes "
         f"(retention {removed.retain_hours:g} h)"
     )
+
+
+def _failed(exc: BaseException) -> str:
+    return f"failed, tried again at its next turn: {error_summary(exc)}"
 
 
 def _entry(writer: TableWriter, batch_id: int, operation: Operation) -> CommitMetadata:

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from ingest.checkpoint import last_committed_batch
 from ingest.commit.batch_result import BatchResult, BatchStatus, result_from_entry
-from ingest.maintenance import maintain
+from ingest.maintenance import Upkeep
 from ingest.outcomes import audit_after_commit, outcomes_of
 from ingest.remote_lease import (
     REMOTE_LEASE_SECONDS_ENV,
@@ -138,10 +138,11 @@ class RemoteBatch:
         self.lease_seconds = lease_seconds
         self._target: StreamTarget | None = None
         self._outcomes: ResultLog | None = None
+        self._upkeep = Upkeep()
 
     def __getstate__(self) -> dict[str, Any]:
         """What travels to the server: the settings, never a session or a cache."""
-        return {**self.__dict__, "_target": None, "_outcomes": None}
+        return {**self.__dict__, "_target": None, "_outcomes": None, "_upkeep": Upkeep()}
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         """Commit and audit one micro-batch; any error leaves as an encoded line.
@@ -172,8 +173,9 @@ class RemoteBatch:
         result = commit_stream_batch(micro, self._target)
         writer = self._target.writer.on(spark)
         audit_after_commit(writer, result, self._outcomes)
-        if result.status == "committed":  # the table's upkeep, if due; its ledger tells
-            maintain(writer, result.batch_id)
+        if result.status == "committed":  # the table's upkeep, if due, said in the server's log
+            for upkeep in self._upkeep.after(writer, result.batch_id):
+                print(f"lakehouse maintenance {upkeep.describe()}", file=sys.stderr, flush=True)
 
 
 @dataclass
@@ -207,24 +209,22 @@ class RemoteStream:
         # batches above it are this run's to report.
         progress = Progress(datetime.now(), last_committed_batch(spark, pipeline.checkpoint))
         seconds = remote_lease_seconds(os.environ.get(REMOTE_LEASE_SECONDS_ENV))
-        lease = ClientLease(spark, pipeline.app_id, seconds)
-        lease.renew()
         handler = RemoteBatch(pipeline, self.spec, batch_base, self.quality_dir, seconds)
-        query = start_query(stream, pipeline.app_id, pipeline.checkpoint, trigger_args, handler)
-        try:
-            while not query.awaitTermination(_POLL_SECONDS):
-                lease.renew()
+        with ClientLease(spark, pipeline.app_id, seconds):
+            query = start_query(stream, pipeline.app_id, pipeline.checkpoint, trigger_args, handler)
+            try:
+                while not query.awaitTermination(_POLL_SECONDS):
+                    self._report(spark, batch_base, query, progress)
+                    if stop.requested:
+                        _stop_when_idle(query)
+                        break
+            except Exception as exc:
+                decoded = decode_error(str(exc))
+                if decoded is not None:
+                    raise decoded from exc
+                raise TerminalError(f"stream {pipeline.name} failed: {error_summary(exc)}") from exc
+            finally:
                 self._report(spark, batch_base, query, progress)
-                if stop.requested:
-                    _stop_when_idle(query)
-                    break
-        except Exception as exc:
-            decoded = decode_error(str(exc))
-            if decoded is not None:
-                raise decoded from exc
-            raise TerminalError(f"stream {pipeline.name} failed: {error_summary(exc)}") from exc
-        finally:
-            self._report(spark, batch_base, query, progress)
 
     def _report(self, spark: SparkSession, batch_base: int, query: Any, progress: Progress) -> None:
         """Report the batches the query finished since the last call, read from the ledger."""

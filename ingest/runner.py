@@ -22,7 +22,7 @@ from ingest.commit.batch_result import BatchResult
 from ingest.config.checks import assert_pipeline_ready, origin_of
 from ingest.config.where import located
 from ingest.decisions import is_checkpoint_lost, lost_checkpoint_fixes, uses_high_water
-from ingest.maintenance import MaintenanceRun, maintain
+from ingest.maintenance import MaintenanceRun, Upkeep
 from ingest.observe.observer import RunObserver
 from ingest.outcomes import assert_not_held, audit_after_commit, outcomes_of, recover_outcomes
 from ingest.remote import RemoteStream
@@ -216,6 +216,7 @@ class _Run:
         )
         self.outcomes = outcomes_of(spark, spec, pipeline.app_id)
         self.trigger = parse_trigger(options.trigger or pipeline.trigger)
+        self.upkeep = Upkeep()
 
     def committed(self, result: BatchResult) -> None:
         """Report a batch committed (or skipped)."""
@@ -294,7 +295,7 @@ class _Run:
         self.report.results[-1] = replace(result, timings=timings)
         self.observer.settled(self.report.results[-1])
         if result.status == "committed":  # upkeep after the batch, outside its timings
-            for upkeep in maintain(writer, result.batch_id):
+            for upkeep in self.upkeep.after(writer, result.batch_id):
                 self.report.maintenance.append(upkeep)
                 self.observer.maintained(upkeep)
 

@@ -54,7 +54,7 @@ FaultPoint = Literal[
     "before_audit",
     "after_checkpoint",
 ]
-#: Points of the operator commands, outside the batch path the crash matrix walks.
+#: Points outside the batch path the crash matrix walks: an operator command's, the run's upkeep.
 AdminFaultPoint = Literal["mid_reset", "before_maintenance"]
 ALL_POINTS: tuple[str, ...] = (*get_args(FaultPoint), *get_args(AdminFaultPoint))
 FaultAction = Literal["raise", "exit", "kill", "term", "stall"]

@@ -19,7 +19,8 @@ class MaintenancePolicy:
     """How often a run compacts (OPTIMIZE) and vacuums its table; 0 turns a rule off.
 
     `optimize_every`: after every N-th batch. `optimize_max_files`: after a batch that leaves the
-    table with more than K files (reads the table's detail after each batch). `vacuum_every`:
+    table with more than K files above what the run's last compaction left (reads the table's
+    detail after each batch). `vacuum_every`:
     after every N-th batch, with the table's own retention, never below the replay window.
     """
 
@@ -49,12 +50,13 @@ def is_every_nth(batch_id: int, every: int) -> bool:
     return every > 0 and (batch_id + 1) % every == 0
 
 
-def should_optimize(policy: MaintenancePolicy, batch_id: int, files: int | None) -> bool:
-    """True if the table is due a compaction after `batch_id`, holding `files` files."""
+def should_optimize(policy: MaintenancePolicy, batch_id: int, added_files: int) -> bool:
+    """True if the table is due a compaction after `batch_id`, `added_files` files more than
+    the run's last compaction left."""
     if is_every_nth(batch_id, policy.optimize_every):
         return True
     limit = policy.optimize_max_files
-    return limit > 0 and files is not None and files > limit
+    return limit > 0 and added_files > limit
 
 
 def should_vacuum(policy: MaintenancePolicy, batch_id: int) -> bool:

@@ -121,7 +121,9 @@ def vacuum(
     retain_hours: Annotated[
         int | None,
         typer.Option(
-            min=0, help="Keep files removed within this many hours (default: the table's)."
+            min=0,
+            help="Keep files removed within this many hours (default: the table's retention, "
+            "or the replay window if longer).",
         ),
     ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List the files only.")] = False,

@@ -98,10 +98,12 @@ def vacuum(
     force: bool = False,
     before_delete: Callable[[VacuumReport], None] | None = None,
     meta: CommitMetadata | None = None,
+    clones: SessionClones | None = None,
 ) -> VacuumReport:
     """Run VACUUM after the safety checks; list (and size) the files first, always.
 
-    Retention is in whole hours because Delta rounds it to whole hours.
+    Retention is in whole hours because Delta rounds it to whole hours; without `retain_hours`,
+    the table's deleted-file retention or the replay window, whichever is longer.
 
     `before_delete` sees the listing before anything is deleted; raising there stops the run.
     `meta` is the ledger entry of the commits Delta writes for it (VACUUM START and END, when
@@ -110,13 +112,15 @@ def vacuum(
     validate_table_name(table)
     detail = table_detail(spark, table)
     retention = table_retention(dict(detail.properties))
-    retain = math.ceil(hours(retention)) if retain_hours is None else retain_hours
+    # By default the table's retention, or the replay window where that is longer.
+    kept = max(retention, replay_window)
+    retain = math.ceil(hours(kept)) if retain_hours is None else retain_hours
     check_vacuum_retention(retain, retention, replay_window, force=force)
     below = retain < hours(retention)
     statement = f"VACUUM {quote_identifier(table)} RETAIN {int(retain)} HOURS"
     # Delta records a VACUUM that deletes files as two commits (START, END) with logging on.
     confs = {VACUUM_LOGGING_CONF: "true", **({RETENTION_CHECK_CONF: "false"} if below else {})}
-    with commit_session(spark, SessionClones(), meta, confs) as clone:
+    with commit_session(spark, clones or SessionClones(), meta, confs) as clone:
         files = tuple(str(r["path"]) for r in clone.sql(f"{statement} DRY RUN").collect())
         _assert_inside(files, detail.location)
         report = VacuumReport(table, retain, files, _total_size(spark, files), dry_run)
@@ -132,10 +136,12 @@ def optimize(
     table: str,
     zorder_by: Sequence[str] = (),
     meta: CommitMetadata | None = None,
+    clones: SessionClones | None = None,
 ) -> OptimizeReport:
     """Compact small files (optionally Z-ordering by columns); report file counts around it.
 
-    `meta` is the ledger entry its commit carries (a run's scheduled upkeep records one).
+    `meta` is the ledger entry its commit carries (a run's scheduled upkeep records one);
+    `clones` the session clones of the caller's writer, if it has one.
     """
     validate_table_name(table)
     for column in zorder_by:
@@ -151,7 +157,7 @@ def optimize(
     statement = f"OPTIMIZE {quote_identifier(table)}"
     if zorder_by:
         statement += f" ZORDER BY ({', '.join(quote_identifier(c) for c in zorder_by)})"
-    with commit_session(spark, SessionClones(), meta) as clone:
+    with commit_session(spark, clones or SessionClones(), meta) as clone:
         row = clone.sql(statement).collect()[0].asDict(recursive=True)
     after = table_detail(spark, table)
     return OptimizeReport(table, before.num_files, after.num_files, dict(row.get("metrics") or {}))

@@ -13,6 +13,7 @@ import contextlib
 import threading
 from typing import TYPE_CHECKING, Any, cast
 
+from tables.engine.confs import REMOTE_LEASE_CONF_PREFIX
 from tables.engine.jvm import classic_confs_hash, classic_session_id, clone_classic, is_classic
 from tables.engine.session import close_connect_session
 
@@ -74,7 +75,14 @@ def confs_fingerprint(spark: SparkSession) -> int:
     """A number that changes when the session's SQL confs do (one call, not one per conf)."""
     if is_classic(spark):
         return classic_confs_hash(spark)
-    return hash(frozenset(spark.conf.getAll.items()))
+    # A remote client's lease changes every few seconds and says nothing about how to commit.
+    return hash(
+        frozenset(
+            item
+            for item in spark.conf.getAll.items()
+            if not item[0].startswith(REMOTE_LEASE_CONF_PREFIX)
+        )
+    )
 
 
 class SessionClones:

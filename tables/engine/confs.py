@@ -22,3 +22,6 @@ CUSTOM_AUTHENTICATION_CLASS = "hive.server2.custom.authentication.class"
 SERVE_AUTH_FILE_CONF = "spark.lakehouse.serve.authFile"
 #: The most rows a read-only JDBC server's client statement returns (`java/ResultRowCap.java`).
 QUERIES_MAX_ROWS_CONF = "spark.lakehouse.queries.maxRows"
+#: A remote stream's client lease, one setting per app id (`ingest.remote_lease`): renewed every
+#: few seconds, so no cache keyed on a session's settings may count it.
+REMOTE_LEASE_CONF_PREFIX = "spark.lakehouse.remote.lease."

@@ -138,10 +138,14 @@ def copy_redacted(stream: IO[bytes], log: Path, secrets: Iterable[str]) -> threa
     hidden = [s.encode() for s in secrets if s]
 
     def copy() -> None:
-        with stream, open(log, "ab") as output:
+        # The log is the operator's (0600); a write that fails (a full disk) drops the line and
+        # the copy goes on draining the pipe: a full pipe would stop the child at its next write.
+        descriptor = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        with stream, os.fdopen(descriptor, "ab") as output:
             for line in iter(stream.readline, b""):
-                output.write(redacted(line, hidden))
-                output.flush()
+                with contextlib.suppress(OSError):
+                    output.write(redacted(line, hidden))
+                    output.flush()
 
     thread = threading.Thread(target=copy, name=f"log {log.name}", daemon=True)
     thread.start()

@@ -34,9 +34,9 @@ def test_every_nth_counts_batch_ids_from_zero_and_zero_is_off() -> None:
     assert [b for b in range(9) if is_every_nth(b, 3)] == [2, 5, 8]
     assert not any(is_every_nth(b, 0) for b in range(9))
     policy = MaintenancePolicy(optimize_every=4, optimize_max_files=10, vacuum_every=5)
-    assert [b for b in range(10) if should_optimize(policy, b, files=3)] == [3, 7]
-    assert should_optimize(policy, 0, files=11)
-    assert not should_optimize(policy, 0, files=None)
+    assert [b for b in range(10) if should_optimize(policy, b, added_files=3)] == [3, 7]
+    assert should_optimize(policy, 0, added_files=11)
+    assert not should_optimize(policy, 0, added_files=10)
     assert [b for b in range(10) if should_vacuum(policy, b)] == [4, 9]
     assert not MaintenancePolicy().is_on
     assert MaintenancePolicy(optimize_max_files=1).watches_files

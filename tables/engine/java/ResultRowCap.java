@@ -35,7 +35,15 @@ final class ResultRowCap {
   static LogicalPlan capped(SparkSession session, ParserInterface parser, LogicalPlan plan)
       throws ParseException {
     long cap = session.sparkContext().getConf().getLong(MAX_ROWS_CONF, 0L);
-    if (cap <= 0 || !isQuery(plan) || !ReadOnlyParser.isJdbcClientSession(session)) {
+    // A cap from Integer.MAX_VALUE up is no cap: LIMIT takes an INT.
+    if (cap <= 0 || cap >= Integer.MAX_VALUE || !ReadOnlyParser.isJdbcClientSession(session)) {
+      return plan;
+    }
+    if (plan instanceof CompoundPlanStatement) {
+      // A script's statements are parsed apart from this, where no cap reaches their results.
+      ReadOnlyGuard.refuse("a SQL script (BEGIN ... END: the row cap cannot reach its results)");
+    }
+    if (!isQuery(plan)) {
       return plan;
     }
     String refusal = "the result has more than " + cap + " rows, the cap of a JDBC statement"
