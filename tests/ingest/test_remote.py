@@ -104,7 +104,7 @@ def test_any_other_worker_error_travels_as_the_terminal_line_the_classic_runner_
         trigger="available-now",
         checkpoint=str(tmp_path / "checkpoint"),
     )
-    function = _Failing(pipeline, spec, batch_base=10, quality_dir=None)
+    function = _Failing(pipeline, spec, batch_base=10, quality_dir=None, lease_seconds=30)
     with pytest.raises(RuntimeError) as raised:
         function(object(), 2)  # type: ignore[arg-type]
     assert raised.value.__cause__ is None
