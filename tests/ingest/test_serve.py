@@ -257,7 +257,7 @@ def test_the_hostile_corpus_meets_its_fate_over_jdbc(served: Served, tmp_path: P
         f"at-{n}" for n in reversed(range(MAX_ROWS))
     ]
     assert not [line for line in lines if line.startswith("over-")]
-    assert f"sum-{MAX_ROWS * 10}" in lines
+    assert any(line.endswith(f"sum-{MAX_ROWS * 10}") for line in lines), shown
 
 
 def test_no_token_shows_in_command_lines_or_logs(served: Served) -> None:
