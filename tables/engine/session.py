@@ -64,6 +64,12 @@ EMBEDDED_DEFAULTS: Mapping[str, str] = MappingProxyType(
         "spark.sql.session.timeZone": "UTC",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
+        # With the UI off nobody reads what Spark's status store keeps (1,000 jobs, stages and SQL
+        # executions, 100,000 tasks by default): a long run's heap grew with it (make soak).
+        "spark.ui.retainedJobs": "100",
+        "spark.ui.retainedStages": "100",
+        "spark.ui.retainedTasks": "2000",
+        "spark.sql.ui.retainedExecutions": "50",
         "spark.sql.adaptive.enabled": "false",
         "spark.python.sql.dataFrameDebugging.enabled": "false",
     }
@@ -108,7 +114,6 @@ _REMOTE_URL = re.compile(r"sc://[A-Za-z0-9.\-]+:[0-9]{1,5}(?:/;[A-Za-z0-9_=;.\-]
 
 def close_connect_session(spark: SparkSession) -> None:
     """Close a Spark Connect session's channel (nothing for a classic session), quietly."""
-
     if is_classic(spark):
         return  # its `client` raises: a classic session has none
     connect: Any = spark
@@ -122,7 +127,6 @@ def connect_session(url: str, home: Path | str | None = None) -> SparkSession:
     A server started by `lakehouse serve` serves one lakehouse home; commands run through it must
     mean the same tables, so a config whose home is another is refused in one line.
     """
-
     if not _REMOTE_URL.fullmatch(url):
         raise SessionError(
             f"--remote {shorten(url)} is not a Spark Connect URL: use sc://HOST:PORT"
