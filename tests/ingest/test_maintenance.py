@@ -62,24 +62,31 @@ def test_the_config_reads_the_maintenance_table_and_names_a_bad_key(tmp_path: Pa
         load_config(config)
 
 
+def landed_pipeline(
+    root: Path, spec: TableSpec, app_id: str, *, files: int, rows: int
+) -> PipelineSpec:
+    """A pipeline of `files` landed JSON files of `rows` events each, one file per batch."""
+    landing = root / "landing"
+    landing.mkdir()
+    for n in range(files):
+        events = [{"event_id": f"e{n}-{i}", "user_id": "u", "amount": 1.0} for i in range(rows)]
+        (landing / f"{n}.json").write_text("\n".join(json.dumps(e) for e in events) + "\n")
+    return PipelineSpec(
+        name=app_id,
+        table=spec.name,
+        app_id=app_id,
+        source=FileSource(str(landing), "json", max_files_per_trigger=1),
+        trigger="available-now",
+        checkpoint=str(root / "checkpoint"),
+    )
+
+
 def test_a_run_compacts_and_vacuums_between_batches_and_every_row_stays_once(
     spark: SparkSession, make_table: MakeTable, tmp_path: Path
 ) -> None:
     policy = MaintenancePolicy(optimize_every=2, vacuum_every=4)
     spec = make_table(maintenance=policy)
-    landing = tmp_path / "landing"
-    landing.mkdir()
-    for n in range(4):
-        rows = [{"event_id": f"e{n}-{i}", "user_id": "u", "amount": 1.0} for i in range(5)]
-        (landing / f"{n}.json").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    job = PipelineSpec(
-        name="kept",
-        table=spec.name,
-        app_id="kept",
-        source=FileSource(str(landing), "json", max_files_per_trigger=1),
-        trigger="available-now",
-        checkpoint=str(tmp_path / "checkpoint"),
-    )
+    job = landed_pipeline(tmp_path, spec, "kept", files=4, rows=5)
 
     report = run_pipeline(spark, job, spec)
 
@@ -112,19 +119,7 @@ def test_a_failed_upkeep_is_reported_and_the_run_goes_on(
     spark: SparkSession, make_table: MakeTable, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     spec = make_table(maintenance=MaintenancePolicy(optimize_every=1))
-    landing = tmp_path / "landing"
-    landing.mkdir()
-    for n in range(3):
-        rows = [{"event_id": f"e{n}-{i}", "user_id": "u", "amount": 1.0} for i in range(3)]
-        (landing / f"{n}.json").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    job = PipelineSpec(
-        name="upkept",
-        table=spec.name,
-        app_id="upkept",
-        source=FileSource(str(landing), "json", max_files_per_trigger=1),
-        trigger="available-now",
-        checkpoint=str(tmp_path / "checkpoint"),
-    )
+    job = landed_pipeline(tmp_path, spec, "upkept", files=3, rows=3)
     monkeypatch.setenv(ENV_VAR, "before_maintenance:raise@1")
 
     report = run_pipeline(spark, job, spec)
