@@ -9,7 +9,7 @@ VERIFY_REPEAT ?= 10
 VERIFY_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test test-slow check demo demo-s3 bench soak verify clean
+.PHONY: help setup test test-slow slow-processes slow-connect test-all check demo demo-s3 bench soak verify clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -23,18 +23,29 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP) ## Create .venv, install pinned dependencies, fetch and cache the Delta JARs
 
+# One pytest run of the tests marked $(1); pytest's exit 5 (nothing collected) fails it.
+tier = $(PY) -m pytest -m "$(1)" $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests for -m '$(1)'" >&2; exit 1; fi; exit $$rc
+
 test: setup ## Fast tier: every test that starts no extra process (real Spark and Delta)
-	@$(PY) -m pytest -m "not slow" $(PYTEST_ARGS); rc=$$?; \
-	if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests" >&2; exit 1; fi; exit $$rc
+	@$(call tier,not slow)
 
 # A Python process holds classic Spark sessions or Spark Connect ones, never both (PySpark picks
 # the mode per process), so the Connect tests run in a pytest process of their own.
 test-slow: setup ## Slow tier: child drivers, brokers, servers, clusters, Spark Connect, the quick crash matrix
-	@$(PY) -m pytest -m "slow and not connect and not long" $(PYTEST_ARGS); rc=$$?; \
-	if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests" >&2; exit 1; fi; \
-	$(PY) -m pytest -m connect $(PYTEST_ARGS); rc2=$$?; \
-	if [ $$rc2 -eq 5 ]; then echo "error: pytest collected no Spark Connect tests" >&2; exit 1; fi; \
-	if [ $$rc -ne 0 ]; then exit $$rc; fi; exit $$rc2
+	@$(MAKE) --no-print-directory -k slow-processes slow-connect
+
+slow-processes: setup
+	@$(call tier,slow and not connect and not long)
+
+slow-connect: setup
+	@$(call tier,connect)
+
+# CI's run of both tiers in two lanes on two cores: the slow tier's processes (mostly waiting
+# for child JVMs, brokers and timers) beside the fast tier, then the Connect tier. Each part's
+# output is printed whole when it ends; every part runs even when one fails.
+test-all: setup ## Both tiers side by side, as CI runs them (output of each part when it ends)
+	@$(MAKE) --no-print-directory -k -j2 --output-sync=target slow-processes test slow-connect
 
 check: setup ## Lint (ruff) and type-check (mypy, strict on the packages)
 	$(VENV)/bin/ruff check tables quality ingest crash_matrix tests examples bench

@@ -12,8 +12,10 @@ from pyspark.sql import SparkSession
 
 from tables.delta.provision import ensure_table
 from tables.engine.class_archive import ARCHIVE_ENV
+from tables.engine.jvm import gateway
 from tables.spec import TableSpec
 from tests.support.connect import Server, connect_server
+from tests.support.kafka_broker import KafkaBroker
 from tests.support.projects import prime_class_archives
 
 EVENT_DDL = "event_id STRING NOT NULL, user_id STRING, amount DOUBLE"
@@ -41,6 +43,22 @@ def child_class_archives(
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """One Spark Connect server over a home of its own, shared by the Connect modules of a run."""
     with connect_server(tmp_path_factory.mktemp("connect-home")) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def broker(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    """One KRaft broker per run, shared by the Kafka and CDC modules (each test its own topics).
+
+    Its client helpers (produce, create a topic) run in the test session's JVM.
+    """
+    try:
+        gateway(spark, "checking the Kafka connector").py4j.reflection.ReflectionUtil.classForName(
+            "org.apache.spark.sql.kafka010.KafkaSourceProvider"
+        )
+    except Exception:
+        pytest.fail("the test Spark session lacks Spark's Kafka connector (spark-sql-kafka)")
+    with KafkaBroker(tmp_path_factory.mktemp("kafka"), spark=spark) as running:
         yield running
 
 

@@ -12,14 +12,12 @@ from __future__ import annotations
 import json
 import random
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
 
-from tables.engine.jvm import gateway
 from tests.support.kafka_broker import KafkaBroker
 from tests.support.processes import run_lakehouse
 
@@ -95,16 +93,6 @@ def assert_verified(root: Path) -> None:
     verdict = run_lakehouse(root, "verify", "customers")
     assert_ran(verdict)
     assert "0 finding(s): exactly once holds" in verdict.stderr
-
-
-@pytest.fixture(scope="module")
-def broker(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
-    """One KRaft broker for the module; its client helpers run in the test session's JVM."""
-    gateway(spark, "checking the Kafka connector").py4j.reflection.ReflectionUtil.classForName(
-        "org.apache.spark.sql.kafka010.KafkaSourceProvider"
-    )
-    with KafkaBroker(tmp_path_factory.mktemp("kafka"), spark=spark) as running:
-        yield running
 
 
 def test_a_debezium_topic_lands_the_newest_state_through_crashes_and_resends(

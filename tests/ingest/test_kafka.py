@@ -1,9 +1,9 @@
 """The Kafka source against a real single-node Kafka broker (KRaft), started from Kafka's JARs.
 
 The pure helpers (validation, redaction, offset arithmetic) are tested without Spark. The rest
-(marked `slow`: a broker JVM beside Spark) uses one broker for the module
-(`tests/support/kafka_broker.py`) and the shared `spark` session, which must carry Spark's Kafka
-connector.
+(marked `slow`: a broker JVM beside Spark) uses the run's one broker (the `broker` fixture of
+tests/conftest.py, shared with test_cdc.py; `tests/support/kafka_broker.py`) and the shared
+`spark` session, which must carry Spark's Kafka connector.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import itertools
 import json
 import shutil
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -35,7 +35,6 @@ from ingest.sources.offsets import are_contiguous, gaps, merge_ranges, next_offs
 from quality.records import CORRUPT_COLUMN
 from tables.delta.history import read_ledger
 from tables.delta.writer import TableWriter
-from tables.engine.jvm import gateway
 from tables.errors import CheckpointLostError, ConfigError, TerminalError
 from tables.record_rules import RecordRules
 from tables.spec import TableSpec, parse_struct
@@ -193,19 +192,6 @@ def test_bad_ranges_are_config_errors(bounds: list[object]) -> None:
 
 
 # -- against a real broker --------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def broker(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
-    """One KRaft broker for the module; its client helpers run in the test session's JVM."""
-    try:
-        gateway(spark, "checking the Kafka connector").py4j.reflection.ReflectionUtil.classForName(
-            "org.apache.spark.sql.kafka010.KafkaSourceProvider"
-        )
-    except Exception:
-        pytest.fail("the test Spark session lacks Spark's Kafka connector (spark-sql-kafka)")
-    with KafkaBroker(tmp_path_factory.mktemp("kafka"), spark=spark) as running:
-        yield running
 
 
 @pytest.fixture
