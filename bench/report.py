@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import statistics
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -22,6 +23,15 @@ from rich.table import Table
 console = Console()
 
 
+@dataclass(frozen=True)
+class Spread:
+    """How many rounds each side's median is of, and each side's fastest and slowest round."""
+
+    rounds: int
+    numerator: tuple[float, float]
+    denominator: tuple[float, float]
+
+
 @dataclass
 class Ratio:
     """One measured ratio and its target (None: context only, no target)."""
@@ -32,6 +42,7 @@ class Ratio:
     met: bool | None
     numerator_s: float
     denominator_s: float
+    spread: Spread | None = None
 
 
 @dataclass
@@ -62,12 +73,30 @@ class Report:
     ratios: list[Ratio] = field(default_factory=list)
     context: dict[str, Any] = field(default_factory=dict)
 
-    def ratio(self, name: str, num: float, den: float, target: str | None = None) -> None:
-        """Record `num / den` under `name`, judged against `target` (`<= x`, `>= x`) if given."""
+    def ratio(
+        self,
+        name: str,
+        num: float | list[float],
+        den: float | list[float],
+        target: str | None = None,
+    ) -> None:
+        """Record `num / den` under `name`, judged against `target` (`<= x`, `>= x`) if given.
+
+        A side given as its rounds' times is taken as their median, and the spread is kept.
+        """
+        spread = None
+        if isinstance(num, list) and isinstance(den, list):
+            spread = Spread(min(len(num), len(den)), (min(num), max(num)), (min(den), max(den)))
+        num = statistics.median(num) if isinstance(num, list) else num
+        den = statistics.median(den) if isinstance(den, list) else den
         value = num / den
         met = is_met(value, target) if target else None
-        self.ratios.append(Ratio(name, value, target, met, num, den))
-        console.print(f"  {name}: {value:.3f} ({num:.3f}s / {den:.3f}s)")
+        self.ratios.append(Ratio(name, value, target, met, num, den, spread))
+        shown = f"  {name}: {value:.3f} ({num:.3f}s / {den:.3f}s)"
+        if spread is not None:
+            (low, high), (d_low, d_high) = spread.numerator, spread.denominator
+            shown += f", rounds {low:.3f}-{high:.3f} / {d_low:.3f}-{d_high:.3f}"
+        console.print(shown)
 
     def note(self, name: str, value: Any) -> None:
         """Record a context figure (a time, a count) that has no target."""

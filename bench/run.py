@@ -33,6 +33,7 @@ from workloads import (
     fill,
     grow_log,
     in_parallel,
+    interleaved,
     interleaved_medians,
     stream_rounds,
 )
@@ -75,7 +76,15 @@ def main() -> None:
     """Parse sizes, run every measurement, print and save the ratios."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--batch-rows", type=int, default=20_000)
-    parser.add_argument("--batches", type=int, default=3)
+    parser.add_argument(
+        "--batches", type=int, default=5, help="measured rounds per side of each ratio (median)"
+    )
+    parser.add_argument(
+        "--large-rows",
+        type=int,
+        default=2_000_000,
+        help="rows of the large batch (exactly-once against a plain append; 0: skip)",
+    )
     parser.add_argument("--base-rows", type=int, default=200_000)
     parser.add_argument("--log-commits", type=int, default=1000)
     parser.add_argument("--startup-runs", type=int, default=2)
@@ -173,7 +182,7 @@ def _measure(
     exactly_once, jobs, stream_jobs = spec("bench_eo"), list[int](), list[int]()
     parts: dict[str, list[float]] = {"commit": [], "audit": [], "append of outcomes": []}
     per_round = args.stream_round
-    timed = interleaved_medians(
+    rounds = interleaved(
         {
             "stream": stream_rounds(
                 spark, spec("bench_stream"), rows, per_round, parts, stream_jobs
@@ -187,10 +196,28 @@ def _measure(
         },
         b,
     )
+    timed = {name: statistics.median(spent) for name, spent in rounds.items()}
     eo = timed["exactly_once"]
-    stream, txn = timed["stream"] / per_round, timed["txn_rounds"] / per_round
-    report.ratio("stream_batch_vs_idempotent_append", stream, txn, "<= 1.5")
-    report.ratio("exactly_once_vs_plain_append", timed["append"], eo, ">= 0.5")
+    stream = timed["stream"] / per_round
+    per_stream_batch = {
+        side: [t / per_round for t in rounds[side]] for side in ("stream", "txn_rounds")
+    }
+    report.ratio(
+        "commit_vs_idempotent_append", rounds["exactly_once"], rounds["txn_append"], "<= 1.3"
+    )
+    report.ratio(
+        "stream_batch_vs_idempotent_append",
+        per_stream_batch["stream"],
+        per_stream_batch["txn_rounds"],
+        "<= 1.3",
+    )
+    # Context, not a target on delta-spark 4.4.0: Delta's idempotent append alone costs about
+    # twice a plain append there (delta-io/delta#4708, fixed on master by #6929, backport #7670).
+    report.ratio("exactly_once_vs_plain_append", rounds["append"], rounds["exactly_once"])
+    report.note(
+        "exactly_once_vs_plain_append is context until a Delta release carries the fix of",
+        "delta-io/delta#4708 (backport PR delta-io/delta#7670)",
+    )
     commit_s = statistics.median(parts["commit"][per_round:])
     # The record is one append per round (within the batch that fills the buffer, or after the
     # round): the audit's share is a mean over the measured batches, which a median would miss.
@@ -200,7 +227,7 @@ def _measure(
     record_s = audit_s - settle_s
     report.ratio("audit_vs_commit", audit_s, commit_s, "<= 0.25")
     report.note(
-        "spark_jobs_per_committed_batch (target <= 4)",
+        "spark_jobs_per_committed_batch (goal <= 2)",
         statistics.median(stream_jobs[1:]) / per_round,
     )
     report.note("spark_jobs_per_bare_commit", statistics.median(jobs[1:]))
@@ -238,6 +265,21 @@ def _measure(
     big = interleaved_medians(big_paths, b)
     report.ratio("exactly_once_vs_plain_append_10x", big["append"], big["exactly_once"], ">= 0.8")
     watch.lap("10x batch")
+
+    if args.large_rows > 0:
+        large = interleaved(
+            {
+                "exactly_once": committer(spark, spec("bench_eo_large"), args.large_rows),
+                "append": appender(
+                    spark, spec("bench_append_large"), args.large_rows, idempotent=False
+                ),
+            },
+            b,
+        )
+        report.ratio(
+            "large_batch_vs_plain_append", large["exactly_once"], large["append"], "<= 1.5"
+        )
+        watch.lap(f"large batch ({args.large_rows:,} rows)")
 
     base_rows = args.base_rows
     sized = {size: spec(f"bench_size_{size}") for size in (base_rows, 10 * base_rows)}

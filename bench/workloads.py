@@ -48,7 +48,12 @@ def batch(spark: SparkSession, first: int, rows: int, days: float = 0.0) -> Data
 
 
 def interleaved_medians(actions: dict[str, Action], runs: int) -> dict[str, float]:
-    """Median wall time of each `action(i)` for i in 1..runs, the actions taking turns.
+    """Median wall time of each `action(i)` for i in 1..runs, the actions taking turns."""
+    return {name: statistics.median(spent) for name, spent in interleaved(actions, runs).items()}
+
+
+def interleaved(actions: dict[str, Action], runs: int) -> dict[str, list[float]]:
+    """Wall time of each `action(i)` for i in 1..runs, the actions taking turns.
 
     Each action is warmed up once with i = 0, then every round runs each action once. Taking
     turns puts both sides of a ratio in the same minutes, so a slow spell of a shared machine
@@ -62,7 +67,7 @@ def interleaved_medians(actions: dict[str, Action], runs: int) -> dict[str, floa
             started = time.perf_counter()
             action(i)
             times[name].append(time.perf_counter() - started)
-    return {name: statistics.median(spent) for name, spent in times.items()}
+    return times
 
 
 def delta_append(
