@@ -36,10 +36,11 @@ test-slow: setup ## Slow tier: child drivers, brokers, servers, clusters, Spark 
 	@$(MAKE) --no-print-directory -k slow-processes slow-connect
 
 slow-processes: setup
-	@$(call tier,slow and not connect and not long)
+	@$(call tier,slow and not connect and not soak and not long)
 
+# The Connect tier and the 300-batch soak: neither holds a classic session in the pytest process.
 slow-connect: setup
-	@$(call tier,connect)
+	@$(call tier,connect or soak)
 
 # CI's run of both tiers in two lanes on two cores: the slow tier's processes (mostly waiting
 # for child JVMs, brokers and timers) beside the fast tier, then the Connect tier. Each part's
