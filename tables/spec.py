@@ -54,6 +54,7 @@ QUARANTINE_SUFFIX = "_quarantine"
 TOMBSTONES_SUFFIX = "_tombstones"
 
 TXN_RETENTION_PROPERTY = "delta.setTransactionRetentionDuration"
+LOG_RETENTION_PROPERTY = "delta.logRetentionDuration"
 DEFAULT_REPLAY_WINDOW = timedelta(days=7)
 
 #: How a batch's rows meet the table: `insert` lands each row whose record key is new within the
@@ -136,29 +137,41 @@ def validate_dedup(spec: TableSpec) -> None:
         raise refusal(owner, "dedup_window", "must be positive")
 
 
+#: Table properties whose retention must cover the replay window, and what a shorter one breaks.
+WINDOW_RETENTIONS = {
+    # Delta drops a SetTransaction marker once it is older than this: a batch replayed after
+    # that would no longer be recognised as committed and would be written again.
+    TXN_RETENTION_PROPERTY: "replayed batches older than it would be written twice",
+    # Delta's log clean-up removes commits (and their ledger entries) older than this: a batch
+    # inside the window could no longer be found to replay, nor its content verified.
+    LOG_RETENTION_PROPERTY: "batches older than it lose their ledger entries and cannot be "
+    "replayed or verified",
+}
+
+
 def validate_txn_retention(
     properties: Mapping[str, str], replay_window: timedelta, owner: str = "table"
 ) -> None:
-    """Refuse a transaction-marker retention shorter than the replay window.
+    """Refuse a marker or log retention (table properties) shorter than the replay window.
 
-    Delta drops a SetTransaction marker once it is older than this retention; a batch replayed
-    after that would no longer be recognised as committed and would be written again.
+    What a shorter one would break is in `WINDOW_RETENTIONS`.
     """
-    value = properties.get(TXN_RETENTION_PROPERTY)
-    if value is None:
-        return
-    key = ("properties", TXN_RETENTION_PROPERTY)
-    try:
-        retention = parse_interval(value)
-    except ConfigError as exc:
-        raise refusal(owner, key, exc.reason) from None
-    if retention < replay_window:
-        raise refusal(
-            owner,
-            key,
-            f"{TXN_RETENTION_PROPERTY}={shorten(value)} is shorter than the replay window "
-            f"({replay_window}): replayed batches older than it would be written twice",
-        )
+    for name, breaks in WINDOW_RETENTIONS.items():
+        value = properties.get(name)
+        if value is None:
+            continue
+        key = ("properties", name)
+        try:
+            retention = parse_interval(value)
+        except ConfigError as exc:
+            raise refusal(owner, key, exc.reason) from None
+        if retention < replay_window:
+            raise refusal(
+                owner,
+                key,
+                f"{name}={shorten(value)} is shorter than the replay window ({replay_window}): "
+                f"{breaks}",
+            )
 
 
 @dataclass(frozen=True)

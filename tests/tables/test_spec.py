@@ -29,6 +29,16 @@ def test_txn_retention_shorter_than_replay_window_is_refused() -> None:
         TableSpec("t", "a STRING", ("a",), properties=props)
 
 
+def test_log_retention_shorter_than_replay_window_is_refused() -> None:
+    short = {"delta.logRetentionDuration": "interval 3 days"}
+    with pytest.raises(ConfigError, match=r"replay window .*ledger entries"):
+        validate_txn_retention(short, timedelta(days=7))
+    validate_txn_retention({"delta.logRetentionDuration": "30 days"}, timedelta(days=7))
+    with pytest.raises(ConfigError, match="logRetentionDuration"):
+        TableSpec("t", "a STRING", ("a",), properties=short)
+    TableSpec("t", "a STRING", ("a",), properties=short, replay_window=timedelta(days=2))
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
