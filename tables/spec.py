@@ -28,10 +28,10 @@ from tables.spec_rules import (
     check_column,
     check_types,
     not_in_schema,
-    parse_interval,
     refusal,
     validate_expectation_params,
     validate_merge,
+    validate_txn_retention,
 )
 
 if TYPE_CHECKING:
@@ -53,8 +53,6 @@ RESCUED_DDL = f"{RESCUED_COLUMN} STRING"
 QUARANTINE_SUFFIX = "_quarantine"
 TOMBSTONES_SUFFIX = "_tombstones"
 
-TXN_RETENTION_PROPERTY = "delta.setTransactionRetentionDuration"
-LOG_RETENTION_PROPERTY = "delta.logRetentionDuration"
 DEFAULT_REPLAY_WINDOW = timedelta(days=7)
 
 #: How a batch's rows meet the table: `insert` lands each row whose record key is new within the
@@ -135,43 +133,6 @@ def validate_dedup(spec: TableSpec) -> None:
     check_column(owner, "dedup_column", spec.dedup_column)
     if spec.dedup_window <= timedelta(0):
         raise refusal(owner, "dedup_window", "must be positive")
-
-
-#: Table properties whose retention must cover the replay window, and what a shorter one breaks.
-WINDOW_RETENTIONS = {
-    # Delta drops a SetTransaction marker once it is older than this: a batch replayed after
-    # that would no longer be recognised as committed and would be written again.
-    TXN_RETENTION_PROPERTY: "replayed batches older than it would be written twice",
-    # Delta's log clean-up removes commits (and their ledger entries) older than this: a batch
-    # inside the window could no longer be found to replay, nor its content verified.
-    LOG_RETENTION_PROPERTY: "batches older than it lose their ledger entries and cannot be "
-    "replayed or verified",
-}
-
-
-def validate_txn_retention(
-    properties: Mapping[str, str], replay_window: timedelta, owner: str = "table"
-) -> None:
-    """Refuse a marker or log retention (table properties) shorter than the replay window.
-
-    What a shorter one would break is in `WINDOW_RETENTIONS`.
-    """
-    for name, breaks in WINDOW_RETENTIONS.items():
-        value = properties.get(name)
-        if value is None:
-            continue
-        key = ("properties", name)
-        try:
-            retention = parse_interval(value)
-        except ConfigError as exc:
-            raise refusal(owner, key, exc.reason) from None
-        if retention < replay_window:
-            raise refusal(
-                owner,
-                key,
-                f"{name}={shorten(value)} is shorter than the replay window ({replay_window}): "
-                f"{breaks}",
-            )
 
 
 @dataclass(frozen=True)

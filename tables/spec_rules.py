@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from tables.spec import TableSpec
 
 RESERVED_PREFIX = "_lh_"
+TXN_RETENTION_PROPERTY = "delta.setTransactionRetentionDuration"
+LOG_RETENTION_PROPERTY = "delta.logRetentionDuration"
 
 _INTERVAL = re.compile(
     r"\s*(?:interval\s+)?(\d{1,12})\s+(week|day|hour|minute|second)s?\s*", re.I | re.ASCII
@@ -211,4 +213,41 @@ def validate_expectation_params(check: str, params: Mapping[str, Any], where: st
                 where,
                 "type",
                 f"type must be a Spark type name such as 'DoubleType', got {shorten(kind)}",
+            )
+
+
+#: Table properties whose retention must cover the replay window, and what a shorter one breaks.
+WINDOW_RETENTIONS = {
+    # Delta drops a SetTransaction marker once it is older than this: a batch replayed after
+    # that would no longer be recognised as committed and would be written again.
+    TXN_RETENTION_PROPERTY: "replayed batches older than it would be written twice",
+    # Delta's log clean-up removes commits (and their ledger entries) older than this: a batch
+    # inside the window could no longer be found to replay, nor its content verified.
+    LOG_RETENTION_PROPERTY: "batches older than it lose their ledger entries and cannot be "
+    "replayed or verified",
+}
+
+
+def validate_txn_retention(
+    properties: Mapping[str, str], replay_window: timedelta, owner: str = "table"
+) -> None:
+    """Refuse a marker or log retention (table properties) shorter than the replay window.
+
+    What a shorter one would break is in `WINDOW_RETENTIONS`.
+    """
+    for name, breaks in WINDOW_RETENTIONS.items():
+        value = properties.get(name)
+        if value is None:
+            continue
+        key = ("properties", name)
+        try:
+            retention = parse_interval(value)
+        except ConfigError as exc:
+            raise refusal(owner, key, exc.reason) from None
+        if retention < replay_window:
+            raise refusal(
+                owner,
+                key,
+                f"{name}={shorten(value)} is shorter than the replay window ({replay_window}): "
+                f"{breaks}",
             )

@@ -8,7 +8,8 @@ from pyspark.sql import SparkSession
 from tables.delta.provision import ensure_table
 from tables.delta.table import create_table, table_detail
 from tables.errors import ConfigError, SchemaMismatchError
-from tables.spec import ExpectationSpec, TableSpec, parse_interval, validate_txn_retention
+from tables.spec import ExpectationSpec, TableSpec
+from tables.spec_rules import parse_interval, validate_txn_retention
 
 
 def test_parse_interval() -> None:
