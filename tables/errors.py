@@ -115,6 +115,20 @@ class UnknownFieldsError(TerminalError):
         self.fields = fields
 
 
+class NewFieldsError(TerminalError):
+    """A batch brought fields no column holds, under `schema_evolution = "fail"`; nothing of it
+    was committed. Carries the fields, the table, the app id and the batch id."""
+
+    def __init__(
+        self, message: str, *, table: str, app_id: str, batch_id: int, fields: tuple[str, ...]
+    ):
+        super().__init__(message)
+        self.table = table
+        self.app_id = app_id
+        self.batch_id = batch_id
+        self.fields = fields
+
+
 class DuplicatesFoundError(TerminalError):
     """The post-commit audit found record keys twice under a `fail` policy: the table is held."""
 

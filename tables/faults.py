@@ -18,6 +18,8 @@ And one of `lakehouse reset-app` (its "batch" is the batch id the markers move t
 - `mid_reset`: a marker of the reset is committed, the next one is not.
 And one of a run's scheduled upkeep (`ingest.maintenance`), after the batch settled:
 - `before_maintenance`: the batch is committed and audited, its upkeep not begun.
+And one of a schema evolution (`ingest.commit.evolve`), before the batch's data commit:
+- `after_schema_commit`: the batch's new columns are committed, its data is not.
 
 The two "files written, log entry not" points are watched: while the write runs, a thread lists
 the table directory and fires once a new data file appears, which is the pre-commit state of a
@@ -54,8 +56,8 @@ FaultPoint = Literal[
     "before_audit",
     "after_checkpoint",
 ]
-#: Points outside the batch path the crash matrix walks: an operator command's, the run's upkeep.
-AdminFaultPoint = Literal["mid_reset", "before_maintenance"]
+#: Points the crash matrix does not walk: an operator command's, the run's upkeep, an evolution.
+AdminFaultPoint = Literal["mid_reset", "before_maintenance", "after_schema_commit"]
 ALL_POINTS: tuple[str, ...] = (*get_args(FaultPoint), *get_args(AdminFaultPoint))
 FaultAction = Literal["raise", "exit", "kill", "term", "stall"]
 ENV_VAR = "LAKEHOUSE_FAULT"

@@ -77,6 +77,11 @@ AuditPolicy = Literal["warn", "fail", "repair"]
 #: `quarantine` sends the row to quarantine with a reason, `fail` stops the batch before it commits.
 UnknownFields = Literal["rescue", "quarantine", "fail"]
 
+#: What a top-level field no column holds does to its batch: `rescue` leaves it to
+#: `unknown_fields`, `add_columns` adds it as a nullable column before the batch lands, `fail`
+#: stops the batch naming it, `freeze` quarantines the rows that bring it.
+SchemaEvolution = Literal["rescue", "add_columns", "fail", "freeze"]
+
 #: What a failing expectation does to its batch: `warn` commits everything and records the failure,
 #: `quarantine` sends the failing rows to the quarantine table, `fail` commits nothing and stops.
 ExpectationAction = Literal["warn", "quarantine", "fail"]
@@ -204,6 +209,7 @@ class TableSpec:
     expectations: tuple[ExpectationSpec, ...] = ()
     audit_policy: AuditPolicy = "warn"
     unknown_fields: UnknownFields = "rescue"
+    schema_evolution: SchemaEvolution = "rescue"
     merge: MergeMode = "insert"
     sequence_by: str | None = None
     delete_when: str | None = None
@@ -235,12 +241,12 @@ class TableSpec:
                 "audit_policy",
                 f"must be one of {get_args(AuditPolicy)}, got {shorten(self.audit_policy)}",
             )
-        if self.unknown_fields not in get_args(UnknownFields):
-            raise refusal(
-                owner,
-                "unknown_fields",
-                f"must be one of {get_args(UnknownFields)}, got {shorten(self.unknown_fields)}",
-            )
+        for key, value, allowed in (
+            ("unknown_fields", self.unknown_fields, get_args(UnknownFields)),
+            ("schema_evolution", self.schema_evolution, get_args(SchemaEvolution)),
+        ):
+            if value not in allowed:
+                raise refusal(owner, key, f"must be one of {allowed}, got {shorten(value)}")
         self._check_columns()
 
     def _check_columns(self) -> None:

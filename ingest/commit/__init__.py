@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import functions as F
 
 from ingest.commit.batch_result import BatchResult
+from ingest.commit.evolve import evolve, is_evolving, with_table_columns
 from ingest.commit.merge import BatchWrite, write_with_retries
 from ingest.commit.options import CommitOptions
 from ingest.commit.prepare import (
@@ -98,8 +99,16 @@ def commit_batch(
     action = decide_batch(batch_id, committed, fail_on_rewind=options.fail_on_rewind)
     if action == "rewound":
         raise CheckpointLostError(rewound_message(spec.name, app_id, batch_id, committed))
+    evolved = with_table_columns(writer, batch, schema)
     if action == "skip":
-        return skip_committed(writer, batch_id, batch, committed, options.source)
+        return skip_committed(
+            writer, batch_id, evolved.batch, committed, options.source, evolved.schema
+        )
+    if is_evolving(writer, batch):
+        evolved = evolve(writer, batch_id, evolved)
+        if evolved.added:  # the schema commit moved the table on: read it again
+            read = read_markers(spark, spec.name)
+    batch, schema = evolved.batch, evolved.schema
 
     watch = Stopwatch()
     with ExitStack() as cleanup:

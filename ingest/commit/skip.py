@@ -19,6 +19,7 @@ from tables.errors import BatchContentMismatchError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
 
 from ingest.commit.batch_result import BatchResult
 from ingest.commit.prepare import batch_stats
@@ -30,6 +31,7 @@ def skip_committed(
     batch: DataFrame,
     committed: int | None,
     source: Mapping[str, Any] | None = None,
+    schema: StructType | None = None,
 ) -> BatchResult:
     """Report a batch the log already holds, after checking that it arrived with the same content.
 
@@ -39,7 +41,7 @@ def skip_committed(
     the hash decides.
     """
     spark, spec, app_id = writer.spark, writer.spec, writer.app_id
-    schema = spec.data_schema(spark)
+    schema = schema or spec.data_schema(spark)
     entry = find_ledger_entry(spark, spec.name, app_id, batch_id)
     note = f"already committed (log marker for {app_id} is {committed})"
     if entry is None:

@@ -142,9 +142,15 @@ def _check_table_columns(config: LakehouseConfig, root: Where) -> None:
     """Each pipeline's table can hold what its source reads (a `raw` Kafka source needs exactly
     key and value)."""
     for name, pipeline in config.pipelines.items():
-        columns = config.tables[pipeline.table].column_names
+        table = config.tables[pipeline.table]
         with located(root / "pipelines" / name / "source"):
-            pipeline.source.validate_table_columns(pipeline.table, columns)
+            pipeline.source.validate_table_columns(pipeline.table, table.column_names)
+        if table.schema_evolution != "rescue" and pipeline.source.raw_format != "json":
+            raise (root / "tables" / pipeline.table / "schema_evolution").error(
+                f"schema_evolution = {table.schema_evolution!r} needs JSON records (JSON files or "
+                f"Kafka JSON values); pipelines.{name} reads {pipeline.source.raw_format or 'no'} "
+                "text: keep 'rescue' for it"
+            )
 
 
 def assert_pipeline_ready(pipeline: PipelineSpec, trigger: str | None = None) -> None:

@@ -57,6 +57,7 @@ from tables.spec import (
     DedupScope,
     ExpectationSpec,
     MergeMode,
+    SchemaEvolution,
     TableSpec,
     UnknownFields,
 )
@@ -76,6 +77,7 @@ _TABLE_KEYS = frozenset(
         "expectations",
         "audit_policy",
         "unknown_fields",
+        "schema_evolution",
         "merge",
         "sequence_by",
         "delete_when",
@@ -202,6 +204,11 @@ def _table(name: str, body: Any, replay_window: timedelta, where: Where) -> Tabl
                 body.get("unknown_fields", "rescue"),
                 where / "unknown_fields",
                 get_args(UnknownFields),
+            ),
+            schema_evolution=choice(  # type: ignore[arg-type]
+                body.get("schema_evolution", "rescue"),
+                where / "schema_evolution",
+                get_args(SchemaEvolution),
             ),
             merge=choice(body.get("merge", "insert"), where / "merge", get_args(MergeMode)),  # type: ignore[arg-type]
             sequence_by=optional("sequence_by"),

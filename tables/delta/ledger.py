@@ -17,7 +17,7 @@ LEDGER_FORMAT = 1
 #: another version in the same batch, `after_tombstone` versions not newer than a delete already
 #: recorded for the key, and the MERGE's source rows: `upserts` and `deletes`.
 UPSERT_COUNTS = ("superseded", "after_tombstone", "upserts", "deletes")
-CommitKind = Literal["batch", "replay", "replace", "reset", "repair", "maintenance"]
+CommitKind = Literal["batch", "replay", "replace", "reset", "repair", "maintenance", "schema"]
 
 
 @dataclass(frozen=True)

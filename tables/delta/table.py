@@ -164,19 +164,20 @@ def add_missing_columns(
     fine as long as the column is there afterwards, so the schema is read again before raising.
     """
     wanted = [f for f in schema.fields if f.name in addable]
-    missing = _missing(spark, name, wanted)
+    missing = missing_columns(spark, name, wanted)
     if not missing:
         return []
     columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing)
     try:
         spark.sql(f"ALTER TABLE {name} ADD COLUMNS ({columns})")
     except Exception:
-        if _missing(spark, name, wanted):
+        if missing_columns(spark, name, wanted):
             raise
     return [f.name for f in missing]
 
 
-def _missing(spark: SparkSession, name: str, fields: list[Any]) -> list[Any]:
+def missing_columns(spark: SparkSession, name: str, fields: list[Any]) -> list[Any]:
+    """The `fields` the table has no column for (in any case), read after a refresh."""
     spark.catalog.refreshTable(name)
     present = {f.name.lower() for f in spark.table(name).schema.fields}
     return [f for f in fields if f.name.lower() not in present]

@@ -1,0 +1,115 @@
+"""A batch's new fields met as its table's `schema_evolution` says, before the batch is prepared.
+
+The config's schema is the floor; under `add_columns` the table may have grown past it. Each
+batch is first given the columns the table gained (parsed from each record's exact text: the
+stream's reader was started with the schema of its start), then its new fields are found and:
+
+- `rescue`: nothing here; they stay in `_lh_rescued` (or quarantine, or fail) as
+  `unknown_fields` says;
+- `add_columns`: they become nullable columns in one metadata commit with a ledger entry of kind
+  `schema` for this batch, then the batch is parsed with them and lands in the next commit;
+- `fail`: the batch stops with one line naming them (`NewFieldsError`), nothing committed;
+- `freeze`: each row that brings one goes to quarantine with a reason naming them.
+
+Exactly once across an evolution: the schema commit changes no row and is idempotent (a column
+already there is not added again), so a crash between it and the data commit re-runs the batch,
+which finds the columns in the table and lands as it would have.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pyspark.sql.types import StructField, StructType
+
+from quality.evolution import new_fields, with_added_columns, with_frozen_rows
+from quality.records import RECORD_COLUMN, RESCUE_INPUT_COLUMN
+from tables.delta.evolve import add_columns
+from tables.delta.ledger import admin_metadata
+from tables.errors import NewFieldsError
+from tables.faults import fault_point
+from tables.spec_rules import RESERVED_PREFIX
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from tables.delta.writer import TableWriter
+
+
+@dataclass(frozen=True)
+class Evolved:
+    """A batch with the columns its table has beyond the config's schema, and that schema."""
+
+    batch: DataFrame
+    schema: StructType
+    added: tuple[str, ...] = ()
+    """The columns this batch's own schema commit added."""
+
+
+def is_evolving(writer: TableWriter, batch: DataFrame) -> bool:
+    """True if the table meets new fields other than by `unknown_fields`, and the batch's
+    records carry their text (JSON files and Kafka JSON values do)."""
+    return writer.spec.schema_evolution != "rescue" and RECORD_COLUMN in batch.columns
+
+
+def columns_beyond(spark: SparkSession, table: str, schema: StructType) -> StructType:
+    """The table's data columns that `schema` lacks (added by an evolution), in table order."""
+    known = {name.lower() for name in schema.fieldNames()}
+    return StructType(
+        [
+            field
+            for field in spark.table(table).schema.fields
+            if field.name.lower() not in known and not field.name.startswith(RESERVED_PREFIX)
+        ]
+    )
+
+
+def with_table_columns(writer: TableWriter, batch: DataFrame, schema: StructType) -> Evolved:
+    """The batch with every column the table gained under `add_columns`, parsed from its text.
+
+    Before the skip decision: a re-sent batch is hashed with the columns it landed with.
+    """
+    if writer.spec.schema_evolution != "add_columns" or RECORD_COLUMN not in batch.columns:
+        return Evolved(batch, schema)
+    extra = columns_beyond(writer.spark, writer.spec.name, schema)
+    return Evolved(with_added_columns(batch, extra), StructType([*schema.fields, *extra.fields]))
+
+
+def evolve(writer: TableWriter, batch_id: int, current: Evolved) -> Evolved:
+    """Meet the batch's new fields as the table's `schema_evolution` says (module docstring)."""
+    spec, batch, schema = writer.spec, current.batch, current.schema
+    if not is_evolving(writer, batch) or RESCUE_INPUT_COLUMN not in batch.columns:
+        return current
+    if spec.schema_evolution == "freeze":
+        return Evolved(with_frozen_rows(batch, schema), schema)
+    found = new_fields(batch, schema)
+    if not found:
+        return current
+    if spec.schema_evolution == "fail":
+        names = tuple(sorted(found))
+        raise NewFieldsError(
+            f"{spec.name}: batch {batch_id} of app id {writer.app_id!r} brings new field(s) "
+            f"{', '.join(names)}, and the table's schema_evolution is fail: nothing of the batch "
+            "was committed (add them to the schema, or choose add_columns, rescue or freeze)",
+            table=spec.name,
+            app_id=writer.app_id,
+            batch_id=batch_id,
+            fields=names,
+        )
+    fields = StructType([StructField(name, kind, True) for name, kind in found.items()])
+    meta = admin_metadata(
+        writer.app_id,
+        batch_id,
+        "schema",
+        {"added_columns": {f.name: f.dataType.simpleString() for f in fields.fields}},
+    )
+    added = add_columns(writer.spark, spec.name, fields, meta, writer.clones)
+    fault_point("after_schema_commit", batch_id)
+    # Read back: a writer that raced this one may have added a column with another type.
+    extra = columns_beyond(writer.spark, spec.name, schema)
+    wanted = {name.lower() for name in found}
+    new = StructType([f for f in extra.fields if f.name.lower() in wanted])
+    return Evolved(
+        with_added_columns(batch, new), StructType([*schema.fields, *new.fields]), tuple(added)
+    )
