@@ -243,13 +243,15 @@ def should_repair(result: CheckResult) -> bool:
 def repair_duplicates(
     spark: SparkSession, spec: TableSpec, audit: CheckResult, clones: SessionClones
 ) -> CheckResult:
-    """Delete every copy but the first-landed of the audited keys, in one commit.
+    """Delete every copy but one of the audited keys, in one commit.
 
-    The first-landed copy (earliest ingestion time, then app id and batch id) stays: it is what
-    readers have seen longest. With an audit of one commit only that commit's keys are repaired;
-    with a full-table audit (no batch id), every duplicated key. The MERGE deletes the other
-    copies by (key, app id, batch id), which identifies one row, and records a `repair` ledger
-    entry; re-running it finds nothing to do.
+    On an insert table the first-landed copy (earliest ingestion time, then app id and batch id)
+    stays: it is what readers have seen longest. On an upsert table the newest version by
+    `sequence_by` stays (then the first landed), as the upsert itself would have kept it. With
+    an audit of one commit only that commit's keys are repaired; with a full-table audit (no
+    batch id), every duplicated key. The MERGE deletes the other copies by (key, app id, batch
+    id), which identifies one row, and records a `repair` ledger entry; re-running it finds
+    nothing to do.
     """
     if audit.app_id is not None and audit.batch_id is not None:
         batch = commit_rows(spark, spec, audit.app_id, audit.batch_id)
@@ -260,8 +262,9 @@ def repair_duplicates(
         rows = scope.join(batch.select(*spec.keys).distinct(), on=list(spec.keys), how="left_semi")
     else:
         rows = spark.table(spec.name)
+    newest = [F.col(spec.sequence_by).desc_nulls_last()] if spec.sequence_by else []
     order = Window.partitionBy(*spec.keys).orderBy(
-        INGESTED_AT_COLUMN, APP_ID_COLUMN, BATCH_ID_COLUMN
+        *newest, INGESTED_AT_COLUMN, APP_ID_COLUMN, BATCH_ID_COLUMN
     )
     extras = (
         rows.select(

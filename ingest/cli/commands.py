@@ -34,7 +34,9 @@ from ingest.stopping import quiet_py4j
 from tables.errors import ConfigError, QueryError, error_summary
 
 if TYPE_CHECKING:
-    pass
+    from pyspark.sql import SparkSession
+
+    from ingest.config.model import LakehouseConfig
 
 app = typer.Typer(
     help="Land streams in Delta Lake tables exactly once, and operate those tables.",
@@ -116,11 +118,28 @@ def status(
         "last_commit": detail.last_modified,
         "location": detail.location,
     }
+    row.update(schema_status(spark, loaded, table))
     if format is OutputFormat.table:
         pairs = [{"field": k, "value": v} for k, v in row.items()]
         emit(render(pairs, format, wide=wide, title=f"status of {table}"))
     else:
         emit(render([row], format, wide=wide))
+
+
+def schema_status(spark: SparkSession, loaded: LakehouseConfig, table: str) -> dict[str, Any]:
+    """The table's `schema_evolution` and the columns it has beyond the config's schema (the
+    floor), when the config declares it."""
+    from ingest.commit.evolve import columns_beyond
+
+    specs = {name.lower(): spec for name, spec in loaded.tables.items()}
+    spec = specs.get(table.lower())
+    if spec is None:
+        return {}
+    added = columns_beyond(spark, table, spec.data_schema(spark))
+    return {
+        "schema_evolution": spec.schema_evolution,
+        "added_columns": {f.name: f.dataType.simpleString() for f in added.fields},
+    }
 
 
 @app.command()

@@ -185,6 +185,9 @@ def describe_source(source: Mapping[str, Any]) -> str:
             for topic, partitions in sorted(offsets.items())
             for partition, bounds in sorted(partitions.items(), key=lambda kv: int(kv[0]))
         )
+    added = source.get("added_columns")
+    if isinstance(added, Mapping):
+        return "added columns: " + ", ".join(f"{name} {kind}" for name, kind in added.items())
     files = source.get("files")
     if isinstance(files, list):
         shown = ", ".join(str(f).rsplit("/", 1)[-1] for f in files[:3])

@@ -227,3 +227,54 @@ def test_freeze_quarantines_the_rows_that_bring_new_fields(
 def test_an_unknown_mode_is_refused_in_one_line() -> None:
     with pytest.raises(ConfigError, match=r"schema_evolution.*must be one of"):
         TableSpec("t", SCHEMA, ("id",), schema_evolution="evolve")  # type: ignore[arg-type]
+
+
+CONFIG = """
+[lakehouse]
+home = "state"
+
+[tables.evolving_cli]
+schema = "id STRING NOT NULL, qty INT"
+keys = ["id"]
+schema_evolution = "{mode}"
+
+[pipelines.evolving_cli]
+table = "evolving_cli"
+
+[pipelines.evolving_cli.source]
+format = "{format}"
+path = "landing"
+"""
+
+
+def test_the_cli_ingests_evolves_and_shows_the_added_columns(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    from typer.testing import CliRunner
+
+    from ingest.cli.commands import app
+
+    runner = CliRunner()
+    config = tmp_path / "lakehouse.toml"
+    config.write_text(CONFIG.format(mode="add_columns", format="json"))
+    (tmp_path / "landing").mkdir()
+    (tmp_path / "landing" / "a.json").write_text("\n".join(as_lines(FIRST)) + "\n")
+
+    ingested = runner.invoke(app, ["ingest", "--config", str(config)])
+    status = runner.invoke(app, ["status", "evolving_cli", "-f", "json", "--config", str(config)])
+    history = runner.invoke(app, ["history", "evolving_cli", "-f", "json", "--config", str(config)])
+
+    assert ingested.exit_code == 0, ingested.output
+    assert "3 rows inserted" in ingested.stdout
+    [row] = json.loads(status.stdout)
+    assert (row["schema_evolution"], row["added_columns"]) == ("add_columns", ADDED)
+    kinds = {entry["kind"]: entry["source"] for entry in json.loads(history.stdout)}
+    added = ", ".join(f"{n} {t}" for n, t in sorted(ADDED.items()))
+    assert kinds["schema"] == f"added columns: {added}"
+
+    config.write_text(CONFIG.format(mode="add_columns", format="csv"))
+    refused = runner.invoke(app, ["status", "evolving_cli", "--config", str(config)])
+    assert refused.exit_code != 0
+    assert "tables.evolving_cli.schema_evolution" in refused.output
+    assert "needs JSON records" in refused.output
+    assert "Traceback" not in refused.output

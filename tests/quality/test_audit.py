@@ -256,3 +256,31 @@ def test_repair_policy_deletes_the_later_copy_in_a_recorded_commit(
     assert kinds == ["repair", "batch", "batch"]
     again = audit_table(spark, spec)
     assert again.status == "passed"
+
+
+def test_a_full_repair_of_an_upsert_table_keeps_the_newest_version_of_each_key(
+    spark: SparkSession, make_table: MakeTable
+) -> None:
+    spec = make_table(
+        schema="id STRING NOT NULL, seq BIGINT, name STRING",
+        keys=("id",),
+        merge="upsert",
+        sequence_by="seq",
+    )
+    first = spark.createDataFrame(
+        [("k", 5, "older"), ("j", 1, "only")], "id string, seq bigint, name string"
+    )
+    commit_batch(TableWriter(spark, spec, "first"), 0, first)
+    # A second process's copy of the key, landed later with a newer version (two writers at once).
+    spark.sql(
+        f"INSERT INTO {spec.name} (id, seq, name, _lh_app_id, _lh_batch_id, _lh_ingested_at) "
+        "VALUES ('k', 9, 'newer', 'second', 0, current_timestamp() + INTERVAL 1 SECOND)"
+    )
+
+    audit = audit_table(spark, spec)
+    repaired = repair_duplicates(spark, spec, audit, SessionClones())
+
+    assert (audit.status, repaired.status) == ("failed", "repaired")
+    rows = {r["id"]: (r["seq"], r["name"]) for r in spark.table(spec.name).collect()}
+    assert rows == {"k": (9, "newer"), "j": (1, "only")}
+    assert audit_table(spark, spec).status == "passed"

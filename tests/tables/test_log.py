@@ -71,6 +71,11 @@ def test_ledger_entry_derives_counts_from_merge_metrics() -> None:
     assert entry.as_row()["source"] == "json: a.json, b.json"
 
 
+def test_describe_source_names_the_columns_a_schema_commit_added() -> None:
+    added = {"added_columns": {"score": "bigint", "tags": "string"}}
+    assert describe_source(added) == "added columns: score bigint, tags string"
+
+
 def test_describe_source_truncates_long_file_lists() -> None:
     files = [f"/l/{i}.json" for i in range(5)]
     assert describe_source({"format": "json", "files": files}).endswith("(+2 more)")
