@@ -362,3 +362,20 @@ def render_fields(
         if text
     ]
     return "{" + ",".join(parts) + "}" if parts else None
+
+
+def split_rescued_field(rescued: str | None, name: str) -> tuple[str | None, str | None]:
+    """The exact value text of field `name` in `_lh_rescued`'s `fields`, and the rescued text
+    without it (None when nothing is left); (None, rescued) when the field is not there."""
+    members = top_level_members(rescued) if rescued is not None else None
+    if members is None:
+        return None, rescued
+    parts = dict(members)
+    fields = top_level_members(parts.get("fields", "{}")) or []
+    value = next((v for k, v in fields if k == name), None)
+    if value is None:
+        return None, rescued
+    kept = [(k, v) for k, v in fields if k != name]
+    rest = [f'"fields":{{{",".join(f"{as_json(k)}:{v}" for k, v in kept)}}}'] if kept else []
+    rest += [f'"{m}":{parts[m]}' for m in ("converted", "duplicates") if m in parts]
+    return value, "{" + ",".join(rest) + "}" if rest else None

@@ -199,7 +199,7 @@ def row_findings(
     admin = {
         (e.meta.app_id, e.meta.batch_id)
         for e in entries
-        if e.meta.kind not in ("batch", "maintenance", "schema")
+        if e.meta.kind not in ("batch", "maintenance", "schema", "backfill")
     }
     repaired = any(e.meta.kind == "repair" for e in entries)
     latest: dict[tuple[str, int], LedgerEntry] = {}

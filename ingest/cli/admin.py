@@ -1,4 +1,4 @@
-"""Operator commands: replay, vacuum, optimize, apps, reset-app, verify.
+"""Operator commands: replay, vacuum, optimize, apps, reset-app, verify, backfill-rescued.
 
 Each validates its names before Spark starts, asks before anything that deletes rows or files
 beyond the safe defaults (`--yes` answers for scripts), and reports what it did.
@@ -23,6 +23,7 @@ from ingest.cli.common import (
 )
 from ingest.cli.output import OutputFormat, render
 from ingest.config import load_config
+from tables.errors import ConfigError
 from tables.identifiers import validate_app_id, validate_column_name, validate_table_name
 
 if TYPE_CHECKING:
@@ -172,6 +173,38 @@ def vacuum(
         f"{table}: {verb} {len(report.files)} path(s), {report.size_bytes} bytes "
         f"(retention {report.retain_hours:g} h)"
     )
+
+
+@handle_errors
+def backfill_rescued(
+    context: typer.Context,
+    table: TableArgument,
+    column: Annotated[str, typer.Argument(help="The column whose rescued values to land.")],
+    yes: YesOption = False,
+    config: ConfigOption = None,
+) -> None:
+    """Land values rescued before their column existed into it, in one commit the ledger records.
+
+    For rows whose COLUMN is NULL and whose _lh_rescued holds a field of that name: the value is
+    set in the column and removed from _lh_rescued. A value that does not convert stays rescued.
+    Running it again finds nothing more to do.
+    """
+    from ingest.admin.backfill import backfill_rescued as run_backfill
+    from tables.engine.clones import SessionClones
+
+    validate_table_name(table)
+    validate_column_name(column)
+    loaded = load_config(config, required=False)
+    specs = {name.lower(): spec for name, spec in loaded.tables.items()}
+    spec = specs.get(table.lower())
+    if spec is None:
+        raise ConfigError(f"table {table} is not declared in the config: its record key is needed")
+    if not yes and not typer.confirm(f"Set {column} of {table} from its rescued values?"):
+        raise typer.Exit(1)
+    spark = spark_for(loaded, context)
+    with err.status(f"backfilling {table}.{column}…"):
+        report = run_backfill(spark, spec, column, SessionClones())
+    emit(report.describe())
 
 
 @handle_errors

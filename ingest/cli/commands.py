@@ -348,6 +348,7 @@ for command in (
     cli_admin.apps,
     cli_admin.reset_app,
     cli_admin.verify,
+    cli_admin.backfill_rescued,
     cli_downstream.changes,
     cli_downstream.enable_changes,
     cli_deploy.serve,

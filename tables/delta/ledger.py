@@ -17,7 +17,9 @@ LEDGER_FORMAT = 1
 #: another version in the same batch, `after_tombstone` versions not newer than a delete already
 #: recorded for the key, and the MERGE's source rows: `upserts` and `deletes`.
 UPSERT_COUNTS = ("superseded", "after_tombstone", "upserts", "deletes")
-CommitKind = Literal["batch", "replay", "replace", "reset", "repair", "maintenance", "schema"]
+CommitKind = Literal[
+    "batch", "replay", "replace", "reset", "repair", "maintenance", "schema", "backfill"
+]
 
 
 @dataclass(frozen=True)
@@ -185,6 +187,9 @@ def describe_source(source: Mapping[str, Any]) -> str:
             for topic, partitions in sorted(offsets.items())
             for partition, bounds in sorted(partitions.items(), key=lambda kv: int(kv[0]))
         )
+    backfilled = source.get("backfilled")
+    if isinstance(backfilled, Mapping):
+        return f"backfilled {backfilled.get('rows')} row(s) of {backfilled.get('column')}"
     added = source.get("added_columns")
     if isinstance(added, Mapping):
         return "added columns: " + ", ".join(f"{name} {kind}" for name, kind in added.items())

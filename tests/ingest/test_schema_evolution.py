@@ -278,3 +278,41 @@ def test_the_cli_ingests_evolves_and_shows_the_added_columns(
     assert "tables.evolving_cli.schema_evolution" in refused.output
     assert "needs JSON records" in refused.output
     assert "Traceback" not in refused.output
+
+
+def test_backfill_lands_values_rescued_before_their_column_existed_once(
+    spark: SparkSession, make_table: MakeTable, tmp_path: Path
+) -> None:
+    from dataclasses import replace
+
+    from ingest.admin.backfill import backfill_rescued
+    from tables.engine.clones import SessionClones
+
+    spec = make_table(schema=SCHEMA, keys=("id",))  # rescue: new fields go to _lh_rescued
+    early = [
+        {"id": "a", "score": 7, "late": 1},
+        {"id": "b", "score": "x"},
+        {"id": "c", "qty": 1},
+    ]
+    land(spark, spec, tmp_path, 0, as_lines(early))
+    evolving = replace(spec, schema_evolution="add_columns")
+    land(spark, evolving, tmp_path, 1, as_lines([{"id": "d", "score": 9}]))
+
+    report = backfill_rescued(spark, evolving, "score", SessionClones())
+    again = backfill_rescued(spark, evolving, "score", SessionClones())
+
+    assert (report.rows_backfilled, report.values_left) == (1, 1)
+    assert (again.rows_backfilled, again.values_left, again.version) == (0, 1, None)
+    rows = {r["id"]: (r["score"], r["_lh_rescued"]) for r in spark.table(spec.name).collect()}
+    assert rows == {
+        "a": (7, '{"fields":{"late":1}}'),
+        "b": (None, '{"fields":{"score":"x"}}'),
+        "c": (None, None),
+        "d": (9, None),
+    }
+    kinds = [e.meta.kind for e in read_ledger(spark, spec.name)]
+    assert kinds == ["backfill", "batch", "schema", "batch"]
+    assert report.describe() == (
+        f"{spec.name}: 1 row(s) backfilled into score; 1 value(s) left in _lh_rescued: they do "
+        "not convert to the column's type"
+    )
