@@ -37,6 +37,7 @@ from ingest.stream_commit import (
 )
 from ingest.timings import settled_timings
 from ingest.triggers import parse_trigger, start_query
+from ingest.upsert_writer import hold_upsert_writer
 from quality.expectations import ExpectationGate
 from quality.quarantine import ensure_quarantine_table
 from tables.delta.markers import committed_batch, is_prefetch_on, prefetch_state
@@ -161,7 +162,11 @@ def run_pipeline(
     if pending is not None:
         finish_reset(spark, pending)
         run.report.finished_reset = pending.describe()
-    with hold_checkpoint(spark, pipeline.checkpoint) as removed, stop_on_signals() as stop:
+    with (
+        hold_checkpoint(spark, pipeline.checkpoint) as removed,
+        hold_upsert_writer(spark, spec, pipeline.app_id),
+        stop_on_signals() as stop,
+    ):
         run.report.removed_temp_files = tuple(removed)
         starting_offsets = _prepare_checkpoint(spark, pipeline, spec, options.resume_from_log)
         for recovered in recover_outcomes(run.writer, run.outcomes):

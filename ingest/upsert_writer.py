@@ -1,0 +1,98 @@
+"""One writer at a time on an upsert table, whatever its app id, across processes.
+
+An upsert batch is two commits: its deletes into the tombstone table, then its rows. A second
+writer with another app id could read the tombstones between another's two commits and land a
+version the first one's delete should have dropped (docs/DESIGN.md#upserts). Two pipelines of one
+config into one upsert table are refused when the config loads; this lock refuses a second run
+from anywhere else (another config, another home, another host on the same store): a run of an
+upsert table holds it for as long as it holds its checkpoint.
+
+The lock lives beside the table's data, in a `_lh_writer` directory of the table's location
+(Delta and VACUUM leave names that start with `_` alone): an advisory file lock on a local
+table, the checkpoint lease (`ingest.checkpoint_lease`) on an object store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ingest.checkpoint_lease import CheckpointLease
+from tables.delta.table import table_detail
+from tables.engine.jvm import is_classic
+from tables.engine.object_store import is_object_store
+from tables.engine.storage import local_path
+from tables.errors import TerminalError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from tables.spec import TableSpec
+
+WRITER_DIR = "_lh_writer"
+LOCK_FILE = "writer.lock"
+
+
+class UpsertWriterInUseError(TerminalError):
+    """Another run writes the upsert table now; carries the table and who holds it."""
+
+    def __init__(self, message: str, *, table: str, holder: str) -> None:
+        super().__init__(message)
+        self.table = table
+        self.holder = holder
+
+
+def should_hold_writer(spec: TableSpec) -> bool:
+    """True if runs into the table take the one-writer lock (upsert tables)."""
+    return spec.merge == "upsert"
+
+
+@contextlib.contextmanager
+def hold_upsert_writer(spark: SparkSession, spec: TableSpec, app_id: str) -> Iterator[None]:
+    """Hold the table's writer lock for one run, or raise UpsertWriterInUseError.
+
+    A table that is neither local nor on an object store (or reached over Spark Connect, where
+    this process cannot lock the server's files) is not locked.
+    """
+    if not should_hold_writer(spec) or not is_classic(spark):
+        yield
+        return
+    location = table_detail(spark, spec.name).location.rstrip("/") + "/" + WRITER_DIR
+    local = local_path(location)
+    if local is None:
+        if is_object_store(location):
+            with CheckpointLease(spark, location):
+                yield
+            return
+        yield
+        return
+    yield from _locked(local, spec.name, app_id)
+
+
+def _locked(directory: Path, table: str, app_id: str) -> Iterator[None]:
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / LOCK_FILE, "a+") as lock:
+        try:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            lock.seek(0)
+            holder = lock.read().strip() or "unknown"
+            raise UpsertWriterInUseError(
+                f"upsert table {table} is written now by another run ({holder}): an upsert "
+                "table takes one writer at a time (its tombstones and rows are two commits); "
+                "wait for that run to end or stop it",
+                table=table,
+                holder=holder,
+            ) from exc
+        lock.seek(0)
+        lock.truncate()
+        lock.write(f"app id {app_id!r}, pid {os.getpid()} on {os.uname().nodename}\n")
+        lock.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
