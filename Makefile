@@ -9,7 +9,7 @@ VERIFY_REPEAT ?= 10
 VERIFY_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test test-slow slow-processes slow-connect test-all check demo demo-s3 bench soak verify clean
+.PHONY: help setup test test-slow slow-processes slow-connect check demo demo-s3 bench soak verify clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -41,12 +41,6 @@ slow-processes: setup
 # The Connect tier and the 300-batch soak: neither holds a classic session in the pytest process.
 slow-connect: setup
 	@$(call tier,connect or soak)
-
-# CI's run of both tiers in two lanes on two cores: the slow tier's processes (mostly waiting
-# for child JVMs, brokers and timers) beside the fast tier, then the Connect tier. Each part's
-# output is printed whole when it ends; every part runs even when one fails.
-test-all: setup ## Both tiers side by side, as CI runs them (output of each part when it ends)
-	@$(MAKE) --no-print-directory -k -j2 --output-sync=target slow-processes test slow-connect
 
 check: setup ## Lint (ruff) and type-check (mypy, strict on the packages)
 	$(VENV)/bin/ruff check tables quality ingest crash_matrix tests examples bench
