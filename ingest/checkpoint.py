@@ -26,8 +26,9 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from ingest.checkpoint_lease import CheckpointLease
@@ -196,26 +197,40 @@ def hold_checkpoint(spark: SparkSession, checkpoint: str) -> Iterator[list[str]]
             )
         yield []
         return
-    local.mkdir(parents=True, exist_ok=True)
-    with open(local / LOCK_FILE, "a+") as lock:
-        try:
-            _lock_exclusive(lock.fileno())
-        except BlockingIOError as exc:
-            lock.seek(0)
-            holder = lock.read().strip() or "unknown"
-            raise CheckpointInUseError(
-                f"checkpoint {checkpoint} is in use by another run ({holder}): one run per "
-                "checkpoint at a time; wait for it to end or stop it"
-            ) from exc
-        lock.seek(0)
-        lock.truncate()
-        lock.write(f"pid {os.getpid()} on {os.uname().nodename}{where_it_runs(spark)}\n")
-        lock.flush()
+
+    def in_use(holder: str) -> CheckpointInUseError:
+        return CheckpointInUseError(
+            f"checkpoint {checkpoint} is in use by another run ({holder}): one run per "
+            "checkpoint at a time; wait for it to end or stop it"
+        )
+
+    holder = f"pid {os.getpid()} on {os.uname().nodename}{where_it_runs(spark)}"
+    with holding(local / LOCK_FILE, holder, in_use):
         removed = leftover_temp_files(spark, checkpoint)
         for name in removed:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(name)
+        yield removed
+
+
+@contextlib.contextmanager
+def holding(
+    path: Path, holder: str, in_use: Callable[[str], Exception], tries: int = 20
+) -> Iterator[None]:
+    """Hold an advisory lock on the file `path` (made with its directory), with `holder` written
+    in it for whoever meets it; raise `in_use(the holder's line)` if a live process holds it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as lock:
         try:
-            yield removed
+            _lock_exclusive(lock.fileno(), tries)
+        except BlockingIOError as exc:
+            lock.seek(0)
+            raise in_use(lock.read().strip() or "unknown") from exc
+        lock.seek(0)
+        lock.truncate()
+        lock.write(holder + "\n")
+        lock.flush()
+        try:
+            yield
         finally:
             fcntl.flock(lock.fileno(), fcntl.LOCK_UN)

@@ -15,12 +15,11 @@ table, the checkpoint lease (`ingest.checkpoint_lease`) on an object store.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ingest.checkpoint import holding
 from ingest.checkpoint_lease import CheckpointLease
 from tables.delta.table import table_detail
 from tables.engine.jvm import is_classic
@@ -70,29 +69,16 @@ def hold_upsert_writer(spark: SparkSession, spec: TableSpec, app_id: str) -> Ite
             return
         yield
         return
-    yield from _locked(local, spec.name, app_id)
 
+    def in_use(holder: str) -> UpsertWriterInUseError:
+        return UpsertWriterInUseError(
+            f"upsert table {spec.name} is written now by another run ({holder}): an upsert "
+            "table takes one writer at a time (its tombstones and rows are two commits); wait "
+            "for that run to end or stop it",
+            table=spec.name,
+            holder=holder,
+        )
 
-def _locked(directory: Path, table: str, app_id: str) -> Iterator[None]:
-    directory.mkdir(parents=True, exist_ok=True)
-    with open(directory / LOCK_FILE, "a+") as lock:
-        try:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
-            lock.seek(0)
-            holder = lock.read().strip() or "unknown"
-            raise UpsertWriterInUseError(
-                f"upsert table {table} is written now by another run ({holder}): an upsert "
-                "table takes one writer at a time (its tombstones and rows are two commits); "
-                "wait for that run to end or stop it",
-                table=table,
-                holder=holder,
-            ) from exc
-        lock.seek(0)
-        lock.truncate()
-        lock.write(f"app id {app_id!r}, pid {os.getpid()} on {os.uname().nodename}\n")
-        lock.flush()
-        try:
-            yield
-        finally:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+    holder = f"app id {app_id!r}, pid {os.getpid()} on {os.uname().nodename}"
+    with holding(local / LOCK_FILE, holder, in_use, tries=1):
+        yield

@@ -112,6 +112,8 @@ def commit_batch(
 
     watch = Stopwatch()
     with ExitStack() as cleanup:
+        if evolved.persisted is not None:
+            cleanup.callback(evolved.persisted.unpersist)
         # Everything up to the audit leaves the table's state alone: Delta rebuilds it meanwhile.
         at = (read.version, spec.keys)
         learn = (

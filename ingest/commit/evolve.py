@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pyspark import StorageLevel
 from pyspark.sql.types import StructField, StructType
 
 from quality.evolution import new_fields, with_added_columns, with_frozen_rows
@@ -45,6 +46,9 @@ class Evolved:
     schema: StructType
     added: tuple[str, ...] = ()
     """The columns this batch's own schema commit added."""
+    persisted: DataFrame | None = None
+    """The batch as persisted for the look for new fields (its source read once for the look and
+    the commit): the caller unpersists it when the commit is done."""
 
 
 def is_evolving(writer: TableWriter, batch: DataFrame) -> bool:
@@ -83,6 +87,18 @@ def evolve(writer: TableWriter, batch_id: int, current: Evolved) -> Evolved:
         return current
     if spec.schema_evolution == "freeze":
         return Evolved(with_frozen_rows(batch, schema), schema)
+    # The look for new fields is a job over the batch: persisted, the source is read once for it
+    # and for the commit's own preparation.
+    batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        return _evolved(writer, batch_id, Evolved(batch, schema, persisted=batch))
+    except BaseException:
+        batch.unpersist()
+        raise
+
+
+def _evolved(writer: TableWriter, batch_id: int, current: Evolved) -> Evolved:
+    spec, batch, schema = writer.spec, current.batch, current.schema
     found = new_fields(batch, schema)
     if not found:
         return current
@@ -111,5 +127,8 @@ def evolve(writer: TableWriter, batch_id: int, current: Evolved) -> Evolved:
     wanted = {name.lower() for name in found}
     new = StructType([f for f in extra.fields if f.name.lower() in wanted])
     return Evolved(
-        with_added_columns(batch, new), StructType([*schema.fields, *new.fields]), tuple(added)
+        with_added_columns(batch, new),
+        StructType([*schema.fields, *new.fields]),
+        tuple(added),
+        persisted=current.persisted,
     )
