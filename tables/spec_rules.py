@@ -217,15 +217,17 @@ def validate_expectation_params(check: str, params: Mapping[str, Any], where: st
 
 
 #: Table properties whose retention must cover the replay window, and what a shorter one breaks.
-WINDOW_RETENTIONS = {
-    # Delta drops a SetTransaction marker once it is older than this: a batch replayed after
-    # that would no longer be recognised as committed and would be written again.
-    TXN_RETENTION_PROPERTY: "replayed batches older than it would be written twice",
-    # Delta's log clean-up removes commits (and their ledger entries) older than this: a batch
-    # inside the window could no longer be found to replay, nor its content verified.
-    LOG_RETENTION_PROPERTY: "batches older than it lose their ledger entries and cannot be "
-    "replayed or verified",
-}
+WINDOW_RETENTIONS = MappingProxyType(
+    {
+        # Delta drops a SetTransaction marker once it is older than this: a batch replayed after
+        # that would no longer be recognised as committed and would be written again.
+        TXN_RETENTION_PROPERTY: "replayed batches older than it would be written twice",
+        # Delta's log clean-up removes commits (and their ledger entries) older than this: a batch
+        # inside the window could no longer be found to replay, nor its content verified.
+        LOG_RETENTION_PROPERTY: "batches older than it lose their ledger entries and cannot be "
+        "replayed or verified",
+    }
+)
 
 
 def validate_txn_retention(

@@ -189,6 +189,7 @@ def backfill_rescued(
     set in the column and removed from _lh_rescued. A value that does not convert stays rescued.
     Running it again finds nothing more to do.
     """
+    # Deferred: Spark and the tables load when a command runs (`lakehouse --help` stays quick).
     from ingest.admin.backfill import backfill_rescued as run_backfill
     from tables.engine.clones import SessionClones
 

@@ -129,6 +129,7 @@ def status(
 def schema_status(spark: SparkSession, loaded: LakehouseConfig, table: str) -> dict[str, Any]:
     """The table's `schema_evolution` and the columns it has beyond the config's schema (the
     floor), when the config declares it."""
+    # Deferred: Spark and the tables load when a command runs (`lakehouse --help` stays quick).
     from ingest.commit.evolve import columns_beyond
 
     specs = {name.lower(): spec for name, spec in loaded.tables.items()}

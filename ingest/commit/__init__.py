@@ -101,9 +101,7 @@ def commit_batch(
         raise CheckpointLostError(rewound_message(spec.name, app_id, batch_id, committed))
     evolved = with_table_columns(writer, batch, schema)
     if action == "skip":
-        return skip_committed(
-            writer, batch_id, evolved.batch, committed, options.source, evolved.schema
-        )
+        return skip_committed(writer, batch_id, evolved, committed, options.source)
     if is_evolving(writer, batch):
         evolved = evolve(writer, batch_id, evolved)
         if evolved.added:  # the schema commit moved the table on: read it again

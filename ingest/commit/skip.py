@@ -18,8 +18,7 @@ from tables.delta.writer import TableWriter
 from tables.errors import BatchContentMismatchError
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
-    from pyspark.sql.types import StructType
+    from ingest.commit.evolve import Evolved
 
 from ingest.commit.batch_result import BatchResult
 from ingest.commit.prepare import batch_stats
@@ -28,20 +27,20 @@ from ingest.commit.prepare import batch_stats
 def skip_committed(
     writer: TableWriter,
     batch_id: int,
-    batch: DataFrame,
+    arrived: Evolved,
     committed: int | None,
     source: Mapping[str, Any] | None = None,
-    schema: StructType | None = None,
 ) -> BatchResult:
     """Report a batch the log already holds, after checking that it arrived with the same content.
 
     When the source's record carries a fingerprint (files with their sizes and modification
     times, Kafka offset ranges, or a caller's own) equal to the one in the ledger entry, that
     settles it without reading the batch; otherwise the batch is classified and hashed again and
-    the hash decides.
+    the hash decides. `arrived` is the batch with the schema it landed with (the config's, and
+    the columns the table gained under `add_columns`).
     """
     spark, spec, app_id = writer.spark, writer.spec, writer.app_id
-    schema = schema or spec.data_schema(spark)
+    batch, schema = arrived.batch, arrived.schema
     entry = find_ledger_entry(spark, spec.name, app_id, batch_id)
     note = f"already committed (log marker for {app_id} is {committed})"
     if entry is None:

@@ -75,6 +75,8 @@ CLI_SLOTS: dict[tuple[str, str], Callable[[str], list[str]]] = {
     ("changes", "table"): lambda h: ["changes", "--since", "0", "--", h],
     ("enable-changes", "table"): lambda h: ["enable-changes", "--", h],
     ("verify", "app_id"): lambda h: ["verify", "--app-id", h, "--", "events"],
+    ("backfill-rescued", "table"): lambda h: ["backfill-rescued", "--yes", "--", h, "amount"],
+    ("backfill-rescued", "column"): lambda h: ["backfill-rescued", "--yes", "--", "events", h],
 }
 #: Parameter names that carry an identifier; every one of them must have a slot above.
 IDENTIFIER_PARAMS = {"table", "pipeline", "app_id", "zorder_by", "column", "columns", "name"}
