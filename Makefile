@@ -40,7 +40,7 @@ slow-processes: setup
 
 # The Connect tier and the 300-batch soak: neither holds a classic session in the pytest process.
 slow-connect: setup
-	@$(call tier,connect or soak)
+	@$(call tier,(connect or soak) and not long)
 
 check: setup ## Lint (ruff) and type-check (mypy, strict on the packages)
 	$(VENV)/bin/ruff check tables quality ingest crash_matrix tests examples bench

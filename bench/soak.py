@@ -1,16 +1,17 @@
 """`make soak`: one continuous ingest for thousands of batches; does it stay as fast and as small?
 
-One `lakehouse ingest --trigger "1 second"` process runs on a project of its own; this process
-drops one small JSON file each time a batch settles (one batch in flight, a steady rate) and
-samples every batch: its seconds by stage (from `<home>/logs/batches.jsonl`), the driver's
-Python RSS, the driver JVM's RSS, open file descriptors and threads, the table's `_delta_log`
-file count and the checkpoint's size; every `--heap-every` batches the JVM's live heap (`jcmd
-GC.class_histogram`, after a full GC). At a tenth of the run and at its end it counts the
-threads by name and times `lakehouse status` and `verify` in another process. The ratios
-compare the end with the start, each against its goal (issue 36): batch latency p50 of the last
-fifteenth ÷ batches N/30..N/10, heap and RSS at N ÷ at N/10, status and verify at N ÷ at N/10.
-Writes `bench/results/soak.json` and `soak.png`. Not in CI: 3,000 batches take about two hours
-here (`--batches 300` for a quick look).
+One `lakehouse ingest --trigger "1 second"` process (`--trigger`) runs on a project of its own;
+this process drops one small JSON file each time a batch settles (one batch in flight, a steady
+rate) and samples every batch: its seconds by stage (from `<home>/logs/batches.jsonl`), the
+driver's Python RSS, the driver JVM's RSS, open file descriptors and threads, the table's
+`_delta_log` file count and the checkpoint's size; every `--heap-every` batches the JVM's live
+heap (`jcmd GC.class_histogram`, after a full GC). At a tenth of the run and at its end it counts
+the threads by name and (unless `--no-commands`) times `lakehouse status` and `verify` in
+another process. The ratios compare the end with the start, each against its goal (issue 36):
+batch latency p50 of the last fifteenth ÷ batches N/30..N/10, heap and RSS at N ÷ at N/10,
+status and verify at N ÷ at N/10. Writes `bench/results/soak.json` and `soak.png`. Not in CI:
+3,000 batches take about two hours here (`--batches 300` for a quick look; the slow tier's
+tests/test_soak.py runs that).
 """
 
 from __future__ import annotations
@@ -207,18 +208,29 @@ def ratio(name: str, late: float, early: float) -> dict[str, Any]:
     }
 
 
-def soak(
-    batches: int, heap_every: int, optimize_every: int, root: Path, early_at: int | None = None
-) -> dict[str, Any]:
-    """Run the soak in `root`; the report. Late figures are after the last batch, early ones
-    after batch `early_at` (a tenth of the run by default)."""
-    project(root, optimize_every)
+@dataclass(frozen=True)
+class Plan:
+    """What one soak runs: how many batches, what it samples when, and how it is driven."""
+
+    batches: int
+    heap_every: int
+    optimize_every: int
+    early_at: int
+    """The early figures' batch (late ones are after the last)."""
+    trigger: str = "1 second"
+    commands: bool = True
+    """Time `lakehouse status` and `verify` at the early and the last batch."""
+
+
+def soak(plan: Plan, root: Path) -> dict[str, Any]:
+    """Run the soak in `root`; the report."""
+    batches, heap_every, early_at = plan.batches, plan.heap_every, plan.early_at
+    project(root, plan.optimize_every)
     home = root / ".lakehouse"
     output = open(root / "ingest.log", "w")  # noqa: SIM115 - the child's; closed below
     ingest = lakehouse(
-        root, "ingest", "events", "--trigger", "1 second", stdout=output, stderr=output
+        root, "ingest", "events", "--trigger", plan.trigger, stdout=output, stderr=output
     )
-    early_at = early_at or max(1, batches // 10)
     samples: list[Sample] = []
     timings: dict[int, dict[str, float]] = {}
     threads: dict[int, dict[str, dict[str, int]]] = {}
@@ -251,10 +263,11 @@ def soak(
             if batch_id + 1 in (early_at, batches):
                 named = {"jvm": thread_names(jvm), "python": thread_names(ingest.pid)}
                 threads[batch_id + 1] = named
-                timings[batch_id + 1] = {
-                    "status": timed(root, "status", "events", "--format", "json"),
-                    "verify": timed(root, "verify", "events"),
-                }
+                if plan.commands:
+                    timings[batch_id + 1] = {
+                        "status": timed(root, "status", "events", "--format", "json"),
+                        "verify": timed(root, "verify", "events"),
+                    }
             print(f"batch {batch_id}: {sample.seconds:.3f} s", flush=True)
             if batch_id + 1 >= batches:
                 break
@@ -270,18 +283,23 @@ def soak(
     early, late = by_id[early_at - 1], by_id[batches - 1]
     first = window(samples, early_at // 3, early_at - 1)
     last = window(samples, batches - batches // 15, batches - 1)
+    ratios = [
+        ratio("latency_late_vs_early", statistics.median(last), statistics.median(first)),
+        ratio("heap_late_vs_early", late.heap_after_gc_mb or 0, early.heap_after_gc_mb or 0),
+        ratio("rss_late_vs_early", late.python_rss_mb, early.python_rss_mb),
+        ratio("fds_late_vs_early", late.fds, early.fds),
+        ratio("threads_late_vs_early", late.threads, early.threads),
+    ]
+    if plan.commands:
+        ratios += [
+            ratio(f"{name}_late_vs_early", timings[batches][name], timings[early_at][name])
+            for name in ("status", "verify")
+        ]
     return {
         "batches": batches,
-        "optimize_every": optimize_every,
-        "ratios": [
-            ratio("latency_late_vs_early", statistics.median(last), statistics.median(first)),
-            ratio("heap_late_vs_early", late.heap_after_gc_mb or 0, early.heap_after_gc_mb or 0),
-            ratio("rss_late_vs_early", late.python_rss_mb, early.python_rss_mb),
-            ratio("fds_late_vs_early", late.fds, early.fds),
-            ratio("threads_late_vs_early", late.threads, early.threads),
-            ratio("status_late_vs_early", timings[batches]["status"], timings[early_at]["status"]),
-            ratio("verify_late_vs_early", timings[batches]["verify"], timings[early_at]["verify"]),
-        ],
+        "optimize_every": plan.optimize_every,
+        "trigger": plan.trigger,
+        "ratios": ratios,
         "timings": {str(k): v for k, v in timings.items()},
         "threads": {str(k): v for k, v in threads.items()},
         "largest_classes_mb": {str(k): v for k, v in classes.items()},
@@ -317,6 +335,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--early-at", type=int, default=0, help="the early figures' batch (default: a tenth)"
     )
+    parser.add_argument("--trigger", default="1 second", help="the ingest's --trigger")
+    parser.add_argument(
+        "--no-commands",
+        action="store_true",
+        help="do not time status and verify (the slow tier's run asserts only on growth)",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS / "soak.json")
     arguments = parser.parse_args(argv)
     if arguments.batches < 30:
@@ -326,13 +350,21 @@ def main(argv: list[str] | None = None) -> int:
     heap_every = arguments.heap_every or max(1, arguments.batches // 30)
     root = Path(tempfile.mkdtemp(prefix="lakehouse-soak-"))
     try:
-        report = soak(
-            arguments.batches,
-            heap_every,
-            arguments.optimize_every,
-            root,
-            early_at=arguments.early_at or None,
+        plan = Plan(
+            batches=arguments.batches,
+            heap_every=heap_every,
+            optimize_every=arguments.optimize_every,
+            early_at=arguments.early_at or max(1, arguments.batches // 10),
+            trigger=arguments.trigger,
+            commands=not arguments.no_commands,
         )
+        report = soak(plan, root)
+    except BaseException:
+        # The ingest process's own words go with the run's directory: show their end first.
+        log = root / "ingest.log"
+        if log.exists():
+            print(f"the ingest log ends:\n{log.read_text()[-4000:]}", file=sys.stderr)
+        raise
     finally:
         shutil.rmtree(root, ignore_errors=True)
     arguments.out.parent.mkdir(parents=True, exist_ok=True)

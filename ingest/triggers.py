@@ -16,7 +16,9 @@ if TYPE_CHECKING:
 AVAILABLE_NOW = "available-now"
 #: ASCII only: `\d` would take other scripts' digits (U+0663 ARABIC-INDIC DIGIT THREE) and re.I
 #: the long s (U+017F) or the Kelvin sign as letters of the unit.
-_INTERVAL = re.compile(r"^(?:every\s+)?([0-9]+)\s*(second|minute|hour)s?$", re.I | re.ASCII)
+_INTERVAL = re.compile(
+    r"^(?:every\s+)?([0-9]+)\s*(millisecond|second|minute|hour)s?$", re.I | re.ASCII
+)
 
 
 def parse_trigger(text: str) -> dict[str, Any]:
@@ -24,7 +26,8 @@ def parse_trigger(text: str) -> dict[str, Any]:
 
     `available-now` processes what has landed, in as many batches as the source limits allow,
     then stops: the mode for scheduled jobs. `30 seconds` (or `every 5 minutes`) runs until
-    stopped, starting a batch at each interval.
+    stopped, starting a batch at each interval (`500 milliseconds` for a landing zone that
+    should be picked up at once: each interval with nothing new costs a listing, no batch).
     """
     cleaned = text.strip().lower()
     if cleaned in (AVAILABLE_NOW, "availablenow", "available_now"):

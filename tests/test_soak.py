@@ -1,10 +1,13 @@
-"""A stream that runs on stays as small as it was: 300 batches of one `lakehouse ingest` process.
+"""A stream that runs on stays as small as it was: one `lakehouse ingest` process, many batches.
 
-`bench/soak.py --batches 300` (the full proof, 3,000 batches, is `make soak`): one continuous
-ingest with maintenance every 100 batches, a file landing as each batch settles. Between batch
-100 and batch 300 the driver JVM's live heap (after a full GC), the Python driver's RSS, the open
-descriptors and the threads of both must each stay within 1.2x: nothing grows without bound.
-Latency and the commands' seconds are `make soak`'s figures (they need a quiet machine).
+`bench/soak.py --batches 100` in CI, `--batches 300` in `make verify` (the full proof, 3,000
+batches, is `make soak`): one continuous ingest with maintenance every `early_at` batches, a file
+landing as each batch settles. Between batch `early_at` and the last the driver JVM's live heap
+(after a full GC), the Python driver's RSS, the open descriptors and the threads of both must
+each stay within 1.2x, and descriptors and threads must not climb with the batches: nothing
+grows without bound.
+Latency and the commands' seconds are `make soak`'s figures (they need a quiet machine), so
+this run polls for files every 250 ms and times no command.
 """
 
 from __future__ import annotations
@@ -22,8 +25,17 @@ SOAK = Path(__file__).resolve().parents[1] / "bench" / "soak.py"
 BOUNDED = ("heap_late_vs_early", "rss_late_vs_early", "fds_late_vs_early", "threads_late_vs_early")
 
 
-def test_three_hundred_batches_leave_heap_rss_descriptors_and_threads_within_bounds(
-    tmp_path: Path,
+@pytest.mark.parametrize(
+    ("batches", "early_at"),
+    [
+        # CI's: about 5 minutes here (each batch about 3 s, Spark's own bookkeeping included).
+        (100, 30),
+        # Issue 36's: about 15 minutes, a third of CI's budget on two cores: `make verify`.
+        pytest.param(300, 100, marks=pytest.mark.long),
+    ],
+)
+def test_a_long_ingest_keeps_heap_rss_descriptors_and_threads_within_bounds(
+    tmp_path: Path, batches: int, early_at: int
 ) -> None:
     out = tmp_path / "soak.json"
     run = subprocess.run(
@@ -31,13 +43,17 @@ def test_three_hundred_batches_leave_heap_rss_descriptors_and_threads_within_bou
             sys.executable,
             str(SOAK),
             "--batches",
-            "300",
+            str(batches),
             "--early-at",
-            "100",
+            str(early_at),
             "--heap-every",
-            "100",
+            str(early_at),
             "--optimize-every",
-            "100",
+            str(early_at),
+            # Growth is what this run asserts: a file as soon as one is picked up, no commands.
+            "--trigger",
+            "250 milliseconds",
+            "--no-commands",
             "--out",
             str(out),
         ],
@@ -45,11 +61,20 @@ def test_three_hundred_batches_leave_heap_rss_descriptors_and_threads_within_bou
         text=True,
         timeout=3600,
     )
-    # Exit 1: a goal missed; the latency and status goals are not this test's (see above).
-    assert run.returncode in (0, 1), run.stderr[-3000:]
+    # Exit 1 with a report: a goal missed; the latency and status goals are not this test's
+    # (see above). Exit 1 without one: the soak itself failed, and says why on stderr.
+    said = run.stderr[-3000:] or run.stdout[-3000:]
+    assert run.returncode in (0, 1), said
+    assert out.exists(), said
     report = json.loads(out.read_text())
-    assert report["batches"] == 300
+    assert report["batches"] == batches
     ratios = {r["name"]: r for r in report["ratios"]}
     figures = {name: ratios[name]["value"] for name in BOUNDED}
-    print(f"soak of 300 batches, batch 300 against batch 100: {figures}")
+    print(f"soak of {batches} batches, the last against batch {early_at}: {figures}")
     assert all(ratios[name]["met"] for name in BOUNDED), figures
+    # A ratio hides a slow leak in a short run (one descriptor a batch is +70 on about 600):
+    # descriptors and threads grow by less than one every two batches.
+    by_id = {s["batch_id"]: s for s in report["samples"]}
+    early, late = by_id[early_at - 1], by_id[batches - 1]
+    for count in ("fds", "threads"):
+        assert late[count] - early[count] < (batches - early_at) / 2, (count, early, late)

@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from quality.audit import audit_table
 from quality.marker_names import batch_markers
-from tables.delta.history import history_rows
+from tables.delta.history import history_rows, table_at
 from tables.delta.ledger import LedgerEntry, ledger_entry_from_history
-from tables.delta.markers import committed_batches
+from tables.delta.markers import committed_batches, read_markers
 from tables.delta.table import require_table, table_exists
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
     from tables.spec import TableSpec
 
@@ -243,9 +243,18 @@ def verify_table(spark: SparkSession, spec: TableSpec, app_id: str | None = None
     """Read the log and the tables of `spec` and check them against each other."""
     require_table(spark, spec.name)
     verdict = Verdict(spec.name)
-    history = history_rows(spark, spec.name, None)
+    # A pipeline may be committing while this reads (`verify` in a second shell). The quarantine
+    # and audit markers are read first (the first is written before the target's commit, the
+    # second after it, so each only gets further from its bound if the target moves on); the
+    # target is then pinned at the version its markers were read at, and its history and rows
+    # are read at that version.
+    other_markers = {m.table: _markers(spark, m.table) for m in batch_markers(spec.name, "")[1:]}
+    pinned = read_markers(spark, spec.name)
+    markers = pinned.markers
+    history = [
+        row for row in history_rows(spark, spec.name, None) if int(row["version"]) <= pinned.version
+    ]
     entries = [e for e in map(ledger_entry_from_history, history) if e is not None]
-    markers = committed_batches(spark, spec.name)
     apps = sorted({app_id} if app_id is not None else set(markers))
     verdict.apps = len(apps)
     oldest = min((int(r["version"]) for r in history), default=0)
@@ -262,14 +271,12 @@ def verify_table(spark: SparkSession, spec: TableSpec, app_id: str | None = None
                     "ledger entry",
                 )
             )
-    table_rows = _rows_by_batch(spark, spec.name)
+    table_rows = _rows_by_batch(table_at(spark, spec.name, pinned.version))
     quarantine_rows = (
-        _rows_by_batch(spark, spec.quarantine_name)
+        _rows_by_batch(spark.table(spec.quarantine_name))
         if table_exists(spark, spec.quarantine_name)
         else {}
     )
-    # The quarantine's and the audit record's markers, each table's read once for every app.
-    other_markers = {m.table: _markers(spark, m.table) for m in batch_markers(spec.name, "")[1:]}
     for app in apps:
         _verify_app(spec, app, markers.get(app), entries, oldest, other_markers, verdict)
     verdict.findings.extend(
@@ -340,8 +347,8 @@ def _markers(spark: SparkSession, table: str) -> dict[str, int]:
     return committed_batches(spark, table) if table_exists(spark, table) else {}
 
 
-def _rows_by_batch(spark: SparkSession, table: str) -> dict[tuple[str, int], int]:
-    rows = spark.table(table).groupBy("_lh_app_id", "_lh_batch_id").count().collect()
+def _rows_by_batch(table: DataFrame) -> dict[tuple[str, int], int]:
+    rows = table.groupBy("_lh_app_id", "_lh_batch_id").count().collect()
     return {(str(app), int(batch)): int(n) for app, batch, n in rows}
 
 

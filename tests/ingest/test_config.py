@@ -91,6 +91,7 @@ def test_pipeline_lookup_errors_name_the_declared_ones() -> None:
         ("available-now", {"availableNow": True}),
         ("30 seconds", {"processingTime": "30 seconds"}),
         ("every 5 minutes", {"processingTime": "5 minutes"}),
+        ("250 milliseconds", {"processingTime": "250 milliseconds"}),
     ],
 )
 def test_triggers(text: str, expected: dict[str, object]) -> None:

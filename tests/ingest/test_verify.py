@@ -15,6 +15,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from typer.testing import CliRunner
 
+from ingest.admin import verify as verify_module
 from ingest.admin.verify import (
     is_outside_ledger,
     ledger_gaps,
@@ -178,6 +179,28 @@ def test_a_moved_marker_is_found(spark: SparkSession, make_table: MakeTable) -> 
 
     assert [(f.kind, f.batch_id) for f in verdict.findings] == [("marker", 6)]
     assert "the quarantine marker is 6, above the target's 1 + 1" in verdict.findings[0].detail
+
+
+def test_a_batch_committed_while_verify_reads_is_not_a_finding(
+    spark: SparkSession, make_table: MakeTable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`verify` in a second shell while a pipeline commits: the reads are pinned to one version."""
+    spec = make_table()
+    commit_batch(TableWriter(spark, spec, "a"), 0, rows(spark, ["x", None]))
+    read_history = verify_module.history_rows
+
+    def history_after_a_commit(*args: object) -> list[dict[str, object]]:
+        # A fault point: the pipeline's next batch lands between verify's reads.
+        commit_batch(TableWriter(spark, spec, "a"), 1, rows(spark, ["y", None]))
+        return read_history(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(verify_module, "history_rows", history_after_a_commit)
+    verdict = verify_table(spark, spec)
+    monkeypatch.undo()
+
+    assert verdict.passed, verdict.findings
+    assert verdict.batches == 1
+    assert verify_table(spark, spec).batches == 2
 
 
 def test_rows_deleted_by_hand_are_found(spark: SparkSession, make_table: MakeTable) -> None:
