@@ -9,6 +9,9 @@ OPTIMIZE replaced loses (Delta's ConcurrentDeleteReadException), which its commi
 conflict. The markers and the rows stay as they were: OPTIMIZE rewrites files, VACUUM deletes
 only files no version within the retention needs.
 
+The run's companion tables, its quarantine and the database's quality table, grow with the
+batches too: at the same turns they are compacted (once past a few files) and vacuumed.
+
 Each operation that commits carries a ledger entry of kind `maintenance` (app id, the batch it
 followed, the operation), so `history` shows it beside the batches. An OPTIMIZE with nothing to
 compact, or a VACUUM with nothing to delete, commits nothing and records nothing. A failed
@@ -23,15 +26,22 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Literal
 
+from quality.check_results import quality_table_name
 from tables.delta.ledger import admin_metadata
 from tables.delta.maintenance import optimize, vacuum
-from tables.delta.table import table_detail
+from tables.delta.table import table_detail, table_exists
 from tables.errors import error_summary
 from tables.faults import fault_point
-from tables.maintenance_policy import should_optimize, should_vacuum
+from tables.maintenance_policy import (
+    is_every_nth,
+    should_compact_companion,
+    should_optimize,
+    should_vacuum,
+)
 
 if TYPE_CHECKING:
     from tables.delta.ledger import CommitMetadata
+    from tables.delta.maintenance import OptimizeReport
     from tables.delta.writer import TableWriter
 
 Operation = Literal["optimize", "vacuum"]
@@ -78,14 +88,54 @@ class Upkeep:
         if should_optimize(policy, batch_id, files - self.compacted_to):
             done.append(_attempt(name, batch_id, "optimize", partial(self._optimize, writer)))
         if should_vacuum(policy, batch_id):
-            done.append(_attempt(name, batch_id, "vacuum", partial(_vacuum, writer)))
+            done.append(_attempt(name, batch_id, "vacuum", partial(_vacuum, writer, name)))
+        for companion in companions(writer):
+            done.extend(_companion_upkeep(writer, companion, batch_id))
         return done
 
     def _optimize(self, writer: TableWriter, batch_id: int) -> str:
-        entry = _entry(writer, batch_id, "optimize")
-        report = optimize(writer.spark, writer.spec.name, meta=entry, clones=writer.clones)
+        report = _compact(writer, writer.spec.name, batch_id)
         self.compacted_to = report.files_after
-        return f"{report.files_before} files before, {report.files_after} after"
+        return _compacted(report)
+
+
+def companions(writer: TableWriter) -> list[str]:
+    """The tables a run appends to beside its own: its quarantine, the database's quality table
+    (shared by every table of the database: another run's upkeep may compact it meanwhile, and
+    the loser's OPTIMIZE fails and comes round again)."""
+    return [writer.spec.quarantine_name, quality_table_name(writer.spec.name)]
+
+
+def _companion_upkeep(writer: TableWriter, table: str, batch_id: int) -> list[MaintenanceRun]:
+    """Compact and vacuum a companion table at the run's own turns; appends to it commute with
+    both (an OPTIMIZE conflicts only with a commit that removed the files it read)."""
+    policy = writer.spec.maintenance
+    due_vacuum = should_vacuum(policy, batch_id)
+    if not (is_every_nth(batch_id, policy.optimize_every) or due_vacuum):
+        return []
+    try:
+        if not table_exists(writer.spark, table):
+            return []
+        files = table_detail(writer.spark, table).num_files
+    except Exception as exc:
+        return [MaintenanceRun(table, batch_id, "optimize", _failed(exc), failed=True)]
+    done: list[MaintenanceRun] = []
+    if should_compact_companion(policy, batch_id, files):
+        compact = partial(_compact, writer, table)
+        done.append(_attempt(table, batch_id, "optimize", lambda b: _compacted(compact(b))))
+    if due_vacuum:
+        done.append(_attempt(table, batch_id, "vacuum", partial(_vacuum, writer, table)))
+    return done
+
+
+def _compact(writer: TableWriter, table: str, batch_id: int) -> OptimizeReport:
+    return optimize(
+        writer.spark, table, meta=_entry(writer, batch_id, "optimize"), clones=writer.clones
+    )
+
+
+def _compacted(report: OptimizeReport) -> str:
+    return f"{report.files_before} files before, {report.files_after} after"
 
 
 def _attempt(
@@ -97,10 +147,10 @@ def _attempt(
         return MaintenanceRun(table, batch_id, operation, _failed(exc), failed=True)
 
 
-def _vacuum(writer: TableWriter, batch_id: int) -> str:
+def _vacuum(writer: TableWriter, table: str, batch_id: int) -> str:
     removed = vacuum(
         writer.spark,
-        writer.spec.name,
+        table,
         retain_hours=None,
         replay_window=writer.spec.replay_window,
         meta=_entry(writer, batch_id, "vacuum"),

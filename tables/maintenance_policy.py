@@ -62,3 +62,15 @@ def should_optimize(policy: MaintenancePolicy, batch_id: int, added_files: int) 
 def should_vacuum(policy: MaintenancePolicy, batch_id: int) -> bool:
     """True if the table is due a VACUUM after `batch_id`."""
     return is_every_nth(batch_id, policy.vacuum_every)
+
+
+#: A quarantine or quality table with more files than this is compacted at its table's optimize
+#: turn: both grow by a file for some batches (rejects, an outcomes append), and compacting one of
+#: a few files would rewrite it at every turn for nothing.
+COMPANION_FILES_FLOOR = 8
+
+
+def should_compact_companion(policy: MaintenancePolicy, batch_id: int, files: int) -> bool:
+    """True if a table's quarantine or quality table is due a compaction after `batch_id`: at
+    the table's every-N turn, once it holds more than `COMPANION_FILES_FLOOR` files."""
+    return is_every_nth(batch_id, policy.optimize_every) and files > COMPANION_FILES_FLOOR

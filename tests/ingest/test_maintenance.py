@@ -12,16 +12,19 @@ from pyspark.sql import SparkSession
 
 from ingest.admin.verify import verify_table
 from ingest.config import PipelineSpec, load_config
+from ingest.maintenance import companions
 from ingest.runner import run_pipeline
 from ingest.sources import FileSource
 from tables.delta.history import read_ledger
 from tables.delta.markers import committed_batch
 from tables.delta.table import table_detail
+from tables.delta.writer import TableWriter
 from tables.errors import ConfigError
 from tables.faults import ENV_VAR
 from tables.maintenance_policy import (
     MaintenancePolicy,
     is_every_nth,
+    should_compact_companion,
     should_optimize,
     should_vacuum,
 )
@@ -39,6 +42,9 @@ def test_every_nth_counts_batch_ids_from_zero_and_zero_is_off() -> None:
     assert not should_optimize(policy, 0, added_files=10)
     assert [b for b in range(10) if should_vacuum(policy, b)] == [4, 9]
     assert not MaintenancePolicy().is_on
+    assert should_compact_companion(policy, 3, files=9)
+    assert not should_compact_companion(policy, 3, files=8)
+    assert not should_compact_companion(policy, 2, files=100)
     assert MaintenancePolicy(optimize_max_files=1).watches_files
 
 
@@ -63,14 +69,16 @@ def test_the_config_reads_the_maintenance_table_and_names_a_bad_key(tmp_path: Pa
 
 
 def landed_pipeline(
-    root: Path, spec: TableSpec, app_id: str, *, files: int, rows: int
+    root: Path, spec: TableSpec, app_id: str, *, files: int, rows: int, cut_off: bool = False
 ) -> PipelineSpec:
-    """A pipeline of `files` landed JSON files of `rows` events each, one file per batch."""
+    """A pipeline of `files` landed JSON files of `rows` events each, one file per batch; with
+    `cut_off`, each file ends with a record cut off mid-line (quarantined)."""
     landing = root / "landing"
     landing.mkdir()
     for n in range(files):
         events = [{"event_id": f"e{n}-{i}", "user_id": "u", "amount": 1.0} for i in range(rows)]
-        (landing / f"{n}.json").write_text("\n".join(json.dumps(e) for e in events) + "\n")
+        lines = [json.dumps(e) for e in events] + (['{"event_id": "cut'] if cut_off else [])
+        (landing / f"{n}.json").write_text("\n".join(lines) + "\n")
     return PipelineSpec(
         name=app_id,
         table=spec.name,
@@ -91,11 +99,15 @@ def test_a_run_compacts_and_vacuums_between_batches_and_every_row_stays_once(
     report = run_pipeline(spark, job, spec)
 
     assert [r.status for r in report.results] == ["committed"] * 4
-    assert [(m.batch_id, m.operation) for m in report.maintenance] == [
+    assert [(m.batch_id, m.operation) for m in report.maintenance if m.table == spec.name] == [
         (1, "optimize"),
         (3, "optimize"),
         (3, "vacuum"),
     ]
+    # The companions (the quality table once a run appended to it) at the same turn.
+    companions_done = [(m.table, m.batch_id, m.operation) for m in report.maintenance[3:]]
+    assert (spec.quarantine_name, 3, "vacuum") in companions_done
+    assert {t for t, _, _ in companions_done} <= {spec.quarantine_name, "lakehouse_quality"}
     compacted = re.fullmatch(r"(\d+) files before, 1 after", report.maintenance[0].detail)
     assert compacted is not None, report.maintenance[0].detail
     assert int(compacted.group(1)) > 1
@@ -113,6 +125,31 @@ def test_a_run_compacts_and_vacuums_between_batches_and_every_row_stays_once(
     assert {r["count"] for r in counted} == {1}
     assert verify_table(spark, spec).passed
     assert run_pipeline(spark, job, spec).maintenance == []  # nothing new, no upkeep
+
+
+def test_the_quarantine_and_quality_tables_are_compacted_at_the_tables_turn(
+    spark: SparkSession, make_table: MakeTable, tmp_path: Path
+) -> None:
+    spec = make_table(maintenance=MaintenancePolicy(optimize_every=10))
+    job = landed_pipeline(tmp_path, spec, "companions", files=10, rows=2, cut_off=True)
+
+    report = run_pipeline(spark, job, spec)
+
+    assert [r.status for r in report.results] == ["committed"] * 10
+    done = {m.table: m for m in report.maintenance}
+    assert done[spec.quarantine_name].detail == "10 files before, 1 after"
+    assert not any(m.failed for m in report.maintenance)
+    assert table_detail(spark, spec.quarantine_name).num_files == 1
+    # The quality table grows by an append per flush of the outcomes (seconds apart), not per
+    # batch: the same rule compacts it at the turn it holds more than a few files.
+    assert companions(TableWriter(spark, spec, "companions")) == [
+        spec.quarantine_name,
+        "lakehouse_quality",
+    ]
+    assert spark.table(spec.quarantine_name).count() == 10
+    kinds = [(e.meta.kind, e.meta.batch_id) for e in read_ledger(spark, spec.quarantine_name)]
+    assert ("maintenance", 9) in kinds
+    assert verify_table(spark, spec).passed
 
 
 def test_a_failed_upkeep_is_reported_and_the_run_goes_on(
