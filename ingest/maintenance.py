@@ -9,8 +9,10 @@ OPTIMIZE replaced loses (Delta's ConcurrentDeleteReadException), which its commi
 conflict. The markers and the rows stay as they were: OPTIMIZE rewrites files, VACUUM deletes
 only files no version within the retention needs.
 
-The run's companion tables, its quarantine and the database's quality table, grow with the
-batches too: at the same turns they are compacted (once past a few files) and vacuumed.
+The run's companion tables, its quarantine, an upsert table's tombstones and the database's
+quality table, grow with the batches too: at the same turns they are compacted (once past a few
+files) and vacuumed. At its VACUUM turn an upsert table also expires the tombstones older than
+its `tombstone_retention` (`ingest.commit.tombstones`).
 
 Each operation that commits carries a ledger entry of kind `maintenance` (app id, the batch it
 followed, the operation), so `history` shows it beside the batches. An OPTIMIZE with nothing to
@@ -23,9 +25,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from functools import partial
 from typing import TYPE_CHECKING, Literal
 
+from ingest.commit.tombstones import expire_tombstones
 from quality.check_results import quality_table_name
 from tables.delta.ledger import admin_metadata
 from tables.delta.maintenance import optimize, vacuum
@@ -44,7 +48,7 @@ if TYPE_CHECKING:
     from tables.delta.maintenance import OptimizeReport
     from tables.delta.writer import TableWriter
 
-Operation = Literal["optimize", "vacuum"]
+Operation = Literal["optimize", "vacuum", "expire_tombstones"]
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,10 @@ class Upkeep:
             done.append(_attempt(name, batch_id, "optimize", partial(self._optimize, writer)))
         if should_vacuum(policy, batch_id):
             done.append(_attempt(name, batch_id, "vacuum", partial(_vacuum, writer, name)))
+            if writer.spec.merge == "upsert":
+                expire = partial(_expire, writer)
+                tombstones = writer.spec.tombstones_name
+                done.append(_attempt(tombstones, batch_id, "expire_tombstones", expire))
         for companion in companions(writer):
             done.extend(_companion_upkeep(writer, companion, batch_id))
         return done
@@ -100,10 +108,12 @@ class Upkeep:
 
 
 def companions(writer: TableWriter) -> list[str]:
-    """The tables a run appends to beside its own: its quarantine, the database's quality table
-    (shared by every table of the database: another run's upkeep may compact it meanwhile, and
-    the loser's OPTIMIZE fails and comes round again)."""
-    return [writer.spec.quarantine_name, quality_table_name(writer.spec.name)]
+    """The tables a run appends to beside its own: its quarantine, an upsert table's tombstones,
+    the database's quality table (shared by every table of the database: another run's upkeep
+    may compact it meanwhile, and the loser's OPTIMIZE fails and comes round again)."""
+    spec = writer.spec
+    upsert = [spec.tombstones_name] if spec.merge == "upsert" else []
+    return [spec.quarantine_name, *upsert, quality_table_name(spec.name)]
 
 
 def _companion_upkeep(writer: TableWriter, table: str, batch_id: int) -> list[MaintenanceRun]:
@@ -160,6 +170,10 @@ def _vacuum(writer: TableWriter, table: str, batch_id: int) -> str:
         f"removed {len(removed.files)} path(s), {removed.size_bytes} bytes "
         f"(retention {removed.retain_hours:g} h)"
     )
+
+
+def _expire(writer: TableWriter, batch_id: int) -> str:
+    return expire_tombstones(writer, batch_id, datetime.now(UTC)).describe()
 
 
 def _failed(exc: BaseException) -> str:

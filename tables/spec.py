@@ -54,6 +54,9 @@ QUARANTINE_SUFFIX = "_quarantine"
 TOMBSTONES_SUFFIX = "_tombstones"
 
 DEFAULT_REPLAY_WINDOW = timedelta(days=7)
+#: How long an upsert table keeps a deleted key's tombstone when `tombstone_retention` is not set
+#: (or twice the replay window, if that is longer): `tables.spec_rules.tombstone_retention`.
+DEFAULT_TOMBSTONE_RETENTION = timedelta(days=30)
 
 #: How a batch's rows meet the table: `insert` lands each row whose record key is new within the
 #: dedup scope (a log of records); `upsert` keeps one row per record key, the newest version by
@@ -213,6 +216,9 @@ class TableSpec:
     merge: MergeMode = "insert"
     sequence_by: str | None = None
     delete_when: str | None = None
+    #: How long a deleted key's tombstone is kept (upsert tables; None: the default, see
+    #: `effective_tombstone_retention`); longer than the replay window.
+    tombstone_retention: timedelta | None = None
     #: The size limit and epoch unit of incoming records (docs/records.md#limits).
     records: RecordRules = field(default_factory=RecordRules)
     #: When a long run compacts and vacuums the table between batches (off by default).
@@ -286,6 +292,13 @@ class TableSpec:
             if name not in by_name:
                 raise refusal(owner, key, not_in_schema(name, by_name))
         check_types(owner, self, by_name)
+
+    @property
+    def effective_tombstone_retention(self) -> timedelta:
+        """`tombstone_retention`, or 30 days or twice the replay window, whichever is longer."""
+        if self.tombstone_retention is not None:
+            return self.tombstone_retention
+        return max(DEFAULT_TOMBSTONE_RETENTION, 2 * self.replay_window)
 
     @property
     def column_names(self) -> tuple[str, ...]:

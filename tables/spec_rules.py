@@ -149,10 +149,19 @@ def validate_merge(spec: TableSpec) -> None:
     if spec.merge not in ("insert", "upsert"):
         raise refusal(owner, "merge", f"must be 'insert' or 'upsert', got {shorten(spec.merge)}")
     if spec.merge == "insert":
-        for key in ("sequence_by", "delete_when"):
+        for key in ("sequence_by", "delete_when", "tombstone_retention"):
             if getattr(spec, key) is not None:
                 raise refusal(owner, key, "applies to merge = 'upsert' only")
         return
+    retention = spec.tombstone_retention
+    if retention is not None and retention <= spec.replay_window:
+        raise refusal(
+            owner,
+            "tombstone_retention",
+            f"{span_text(retention)} is not longer than the replay window "
+            f"({span_text(spec.replay_window)}): a batch replayed inside the window could bring "
+            "back a key whose delete is no longer remembered",
+        )
     if spec.sequence_by is None:
         raise refusal(
             owner,
@@ -230,6 +239,16 @@ WINDOW_RETENTIONS = MappingProxyType(
 )
 
 
+def span_text(span: timedelta) -> str:
+    """`7 days`, `36 hours`, or Python's own text for a span that is neither whole."""
+    seconds = int(span.total_seconds())
+    if span == timedelta(seconds=seconds) and seconds % 86_400 == 0:
+        return f"{seconds // 86_400} day{'s' if seconds != 86_400 else ''}"
+    if span == timedelta(seconds=seconds) and seconds % 3_600 == 0:
+        return f"{seconds // 3_600} hour{'s' if seconds != 3_600 else ''}"
+    return str(span)
+
+
 def validate_txn_retention(
     properties: Mapping[str, str], replay_window: timedelta, owner: str = "table"
 ) -> None:
@@ -250,6 +269,7 @@ def validate_txn_retention(
             raise refusal(
                 owner,
                 key,
-                f"{name}={shorten(value)} is shorter than the replay window ({replay_window}): "
+                f"{name}={shorten(value)} is shorter than the replay window "
+                f"({span_text(replay_window)}): "
                 f"{breaks}",
             )

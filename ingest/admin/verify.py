@@ -10,6 +10,7 @@ quality tables hold, and checks them against each other:
   and the quarantine exactly the rows it rejected (per app once admin commits rewrote batches);
 - no commit changed data outside the ledger (a `DELETE` or `INSERT` run by hand);
 - no record key appears twice (the full audit);
+- on an upsert table, no row is older than a live tombstone of its key;
 - the quarantine and audit markers agree with the target's.
 
 Each decision is a small pure function over what was read; `verify_table` does the reading.
@@ -21,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from ingest.commit.tombstones import resurrected
 from quality.audit import audit_table
 from quality.marker_names import batch_markers
 from tables.delta.history import history_rows, table_at
@@ -41,6 +43,7 @@ FindingKind = Literal[
     "outside_ledger",
     "duplicate_keys",
     "marker",
+    "resurrected",
 ]
 #: Operations that change no row: a commit of these without a ledger entry is no finding.
 _NO_DATA_CHANGE = frozenset(
@@ -284,6 +287,15 @@ def verify_table(spark: SparkSession, spec: TableSpec, app_id: str | None = None
         for f in row_findings(entries, table_rows, quarantine_rows)
         if app_id is None or f.app_id == app_id
     )
+    back = resurrected(spark, spec, pinned.version) if spec.merge == "upsert" else 0
+    if back:
+        verdict.findings.append(
+            Finding(
+                "resurrected",
+                f"{back} row(s) are older than a live tombstone of their key: a delete did not "
+                "hold",
+            )
+        )
     audit = audit_table(spark, spec)
     if audit.status == "failed":
         verdict.findings.append(

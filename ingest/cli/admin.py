@@ -6,6 +6,7 @@ beyond the safe defaults (`--yes` answers for scripts), and reports what it did.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -138,10 +139,13 @@ def vacuum(
 
     Refuses a retention shorter than the replay window, and one below the table's deleted-file
     retention (7 days by default) unless --force is given and confirmed. Lists the files and
-    bytes it removes; --dry-run lists them and removes nothing.
+    bytes it removes; --dry-run lists them and removes nothing. On an upsert table it also
+    expires the tombstones older than its tombstone_retention (--dry-run: counts them).
     """
     # Deferred: Spark and the tables load when a command runs (`lakehouse --help` stays quick).
+    from ingest.commit.tombstones import VACUUM_APP_ID, expire_tombstones
     from tables.delta.maintenance import vacuum as run_vacuum
+    from tables.delta.writer import TableWriter
 
     validate_table_name(table)
     cfg = load_config(config, required=False)
@@ -173,6 +177,11 @@ def vacuum(
         f"{table}: {verb} {len(report.files)} path(s), {report.size_bytes} bytes "
         f"(retention {report.retain_hours:g} h)"
     )
+    spec = {name.lower(): s for name, s in cfg.tables.items()}.get(table.lower())
+    if spec is not None and spec.merge == "upsert":
+        writer = TableWriter(spark, spec, VACUUM_APP_ID)
+        expiry = expire_tombstones(writer, -1, datetime.now(UTC), dry_run=dry_run)
+        emit(f"{expiry.table}: {'dry run: ' if dry_run else ''}{expiry.describe()}")
 
 
 @handle_errors

@@ -182,6 +182,12 @@ def _show(result: BatchResult) -> None:
     landed = (
         f"inserted {result.rows_inserted}, updated {result.rows_updated}, deleted "
         f"{result.rows_deleted}, ignored as older {result.rows_ignored_older}"
+        + (
+            f", {result.rows_after_horizon} at or below the tombstone horizon (a key whose "
+            "delete expired may be back)"
+            if result.rows_after_horizon
+            else ""
+        )
         if result.is_upsert
         else f"inserted {result.rows_inserted}, already present {result.rows_already_present}"
     )

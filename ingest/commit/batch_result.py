@@ -29,6 +29,8 @@ class BatchResult:
     rows_deleted: int = 0
     rows_ignored_older: int = 0
     """An upsert's versions not newer than the table's (`LedgerEntry.rows_ignored_older`)."""
+    rows_after_horizon: int = 0
+    """An upsert's versions at or below the tombstone horizon, for keys the table lacked."""
     is_upsert: bool = False
     version: int | None = None
     content_hash: str = ""
@@ -65,6 +67,7 @@ def result_from_entry(
         rows_updated=entry.rows_updated if status == "committed" else 0,
         rows_deleted=entry.rows_deleted if status == "committed" else 0,
         rows_ignored_older=entry.rows_ignored_older if status == "committed" else 0,
+        rows_after_horizon=entry.rows_after_horizon if status == "committed" else 0,
         is_upsert=entry.meta.upsert is not None,
         version=entry.version,
         content_hash=entry.meta.content_hash,

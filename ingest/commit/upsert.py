@@ -11,7 +11,8 @@ A deleted key leaves no row to compare a late older version with, so a delete is
 in `<table>_tombstones` (key, sequence value, lineage): a MERGE that keeps the newest delete of
 each key, idempotent by content, so a retry after a crash between it and the target's MERGE
 writes nothing new. The tombstone table is written before the target and only by batches with
-deletes; it grows by one row per deleted key.
+deletes; it grows by one row per deleted key until `tombstone_retention` expires the oldest
+(`ingest.commit.tombstones`: a version below the horizon that brings a key back is counted).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
 from ingest.commit.merge import error_kind_of
+from ingest.commit.tombstones import count_after_horizon, horizon
 from ingest.decisions import key_match
 from tables.delta.commits import MergeStatement, merge_into
 from tables.delta.table import create_table, table_exists
@@ -54,7 +56,8 @@ class UpsertPlan:
     source: DataFrame
     """The newest version of each key, not older than a tombstone, with `DELETE_COLUMN`."""
     counts: dict[str, int]
-    """`tables.delta.ledger.UPSERT_COUNTS`: superseded, after_tombstone, upserts, deletes."""
+    """`tables.delta.ledger.UPSERT_COUNTS`: superseded, after_tombstone, upserts, deletes,
+    after_horizon."""
 
 
 def delete_rule(spark: SparkSession, spec: TableSpec, schema: StructType) -> Column:
@@ -100,8 +103,12 @@ def plan_upsert(
         .where(F.col("_lh_rank") == 1)
         .drop("_lh_rank")
     )
-    older = F.lit(False)
+    older, below_horizon = F.lit(False), F.lit(False)
     if table_exists(spark, spec.tombstones_name):
+        line = horizon(spark, spec)
+        if line is not None:
+            kind = landable.schema[sequence].dataType
+            below_horizon = F.coalesce(F.col(sequence) <= F.lit(line).cast(kind), F.lit(False))
         tombstones = spark.table(spec.tombstones_name).select(
             *spec.keys, F.col(sequence).alias("_lh_tombstone")
         )
@@ -111,19 +118,25 @@ def plan_upsert(
         older = F.coalesce((tomb > seq) | ((tomb == seq) & ~F.col(DELETE_COLUMN)), F.lit(False))
     reduced = reduced.withColumn("_lh_after_tombstone", older)
     after_tombstone = F.col("_lh_after_tombstone")
+    revived = ~after_tombstone & ~F.col(DELETE_COLUMN) & below_horizon
     row = reduced.agg(
         F.count(F.lit(1)).alias("keys"),
         F.sum(after_tombstone.cast("int")).alias("after_tombstone"),
         F.sum((~after_tombstone & F.col(DELETE_COLUMN)).cast("int")).alias("deletes"),
+        F.sum(revived.cast("int")).alias("below_horizon"),
     ).collect()[0]
     keys, dropped = int(row["keys"]), int(row["after_tombstone"] or 0)
     deletes = int(row["deletes"] or 0)
     source = reduced.where(~after_tombstone).select(*landable.columns, DELETE_COLUMN)
+    candidates = reduced.where(revived).select(*spec.keys)
     counts = {
         "superseded": landing - keys,
         "after_tombstone": dropped,
         "upserts": keys - dropped - deletes,
         "deletes": deletes,
+        "after_horizon": count_after_horizon(
+            spark, spec, candidates, int(row["below_horizon"] or 0)
+        ),
     }
     return UpsertPlan(source, counts)
 

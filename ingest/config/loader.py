@@ -81,6 +81,7 @@ _TABLE_KEYS = frozenset(
         "merge",
         "sequence_by",
         "delete_when",
+        "tombstone_retention",
         "max_record_bytes",
         "timestamp_unit",
         "maintenance",
@@ -213,6 +214,11 @@ def _table(name: str, body: Any, replay_window: timedelta, where: Where) -> Tabl
             merge=choice(body.get("merge", "insert"), where / "merge", get_args(MergeMode)),  # type: ignore[arg-type]
             sequence_by=optional("sequence_by"),
             delete_when=optional("delete_when"),
+            tombstone_retention=(
+                interval(body["tombstone_retention"], where / "tombstone_retention")
+                if "tombstone_retention" in body
+                else None
+            ),
             records=_record_rules(body, where),
             maintenance=_maintenance(body.get("maintenance", {}), where / "maintenance"),
             origin=str(where),

@@ -56,6 +56,7 @@ def batch_record(
             "updated": result.rows_updated,
             "deleted": result.rows_deleted,
             "ignored_older": result.rows_ignored_older,
+            "after_horizon": result.rows_after_horizon,
             "duplicate_in_batch": result.rows_duplicate_in_batch,
             "quarantined": result.rows_quarantined,
         }

@@ -15,8 +15,10 @@ from typing import Any, Literal
 LEDGER_FORMAT = 1
 #: What an upsert batch's entry counts before its MERGE: `superseded` versions of a key older than
 #: another version in the same batch, `after_tombstone` versions not newer than a delete already
-#: recorded for the key, and the MERGE's source rows: `upserts` and `deletes`.
-UPSERT_COUNTS = ("superseded", "after_tombstone", "upserts", "deletes")
+#: recorded for the key, and the MERGE's source rows: `upserts` and `deletes`; of the upserts,
+#: `after_horizon` versions at or below the tombstone horizon for a key the table lacked (a
+#: forgotten delete's key may have come back: `ingest.commit.tombstones`).
+UPSERT_COUNTS = ("superseded", "after_tombstone", "upserts", "deletes", "after_horizon")
 CommitKind = Literal[
     "batch", "replay", "replace", "reset", "repair", "maintenance", "schema", "backfill"
 ]
@@ -134,6 +136,12 @@ class LedgerEntry:
         applied = self.rows_inserted + self.rows_updated + self.rows_deleted
         return counts["superseded"] + counts["after_tombstone"] + self.rows_merged - applied
 
+    @property
+    def rows_after_horizon(self) -> int:
+        """Versions of an upsert at or below its table's tombstone horizon, for keys the table
+        lacked: each may be a key whose delete expired, back."""
+        return 0 if self.meta.upsert is None else self.meta.upsert.get("after_horizon", 0)
+
     def as_row(self) -> dict[str, Any]:
         """Flatten for display and export."""
         return {
@@ -147,6 +155,7 @@ class LedgerEntry:
             "rows_updated": self.rows_updated,
             "rows_deleted": self.rows_deleted,
             "rows_ignored_older": self.rows_ignored_older,
+            "rows_after_horizon": self.rows_after_horizon,
             "rows_duplicate_in_batch": self.rows_duplicate_in_batch,
             "rows_quarantined": self.meta.rows_quarantined,
             "source": describe_source(self.meta.source),

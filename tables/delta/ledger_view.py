@@ -42,6 +42,7 @@ LEDGER_COLUMNS = (
     "rows_updated",
     "rows_deleted",
     "rows_ignored_older",
+    "rows_after_horizon",
     "rows_duplicate_in_batch",
     "rows_quarantined",
     "content_hash",
@@ -98,6 +99,7 @@ SELECT
   {deleted} AS rows_deleted,
   CASE WHEN {upsert} IS NULL THEN 0
     ELSE {before_merge} + {merged} - {inserted} - {updated} - {deleted} END AS rows_ignored_older,
+  {counted("after_horizon")} AS rows_after_horizon,
   {read} - {quarantined} - ({before_merge}) - {merged} AS rows_duplicate_in_batch,
   {quarantined} AS rows_quarantined,
   get_json_object({meta}, '$.content_hash') AS content_hash,
