@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
+from typer.testing import CliRunner
 
 from ingest.admin.verify import verify_table
+from ingest.cli.commands import app
 from ingest.commit import commit_batch
 from ingest.commit.tombstones import HORIZON_PROPERTY, expire_tombstones, horizon
 from ingest.config import load_config
@@ -23,6 +25,7 @@ from tests.ingest.test_upsert import records, table_state, upsert_table
 
 pytestmark = pytest.mark.downstream
 MakeTable = Callable[..., TableSpec]
+runner = CliRunner()
 LATER = datetime.now(UTC) + timedelta(days=400)  # every tombstone recorded today has expired
 
 
@@ -111,3 +114,54 @@ def test_a_live_tombstone_hides_a_late_version_and_verify_finds_a_row_older_than
     )
     kinds = {f.kind for f in verify_table(spark, spec).findings}
     assert "resurrected" in kinds
+
+
+CLI_CONFIG = """
+[lakehouse]
+home = "state"
+
+[tables.tomb_customers]
+schema = "id STRING NOT NULL, name STRING, seq BIGINT, op STRING"
+keys = ["id"]
+merge = "upsert"
+sequence_by = "seq"
+delete_when = "op = 'd'"
+tombstone_retention = "10 days"
+
+[pipelines.tomb_cdc]
+table = "tomb_customers"
+[pipelines.tomb_cdc.source]
+format = "json"
+path = "landing"
+max_files_per_trigger = 1
+"""
+
+
+def test_vacuum_counts_then_expires_old_tombstones_through_the_cli(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    config = tmp_path / "lakehouse.toml"
+    config.write_text(CLI_CONFIG)
+    (tmp_path / "landing").mkdir()
+    changes = ['{"id": "k", "name": "a", "seq": 1, "op": "c"}', '{"id": "k", "seq": 5, "op": "d"}']
+    for n, line in enumerate(changes):
+        (tmp_path / "landing" / f"{n}.json").write_text(line + "\n")
+    ingested = runner.invoke(app, ["ingest", "-c", str(config)])
+    assert ingested.exit_code == 0, ingested.output
+
+    fresh = runner.invoke(app, ["vacuum", "tomb_customers", "--dry-run", "-c", str(config)])
+    assert fresh.exit_code == 0, fresh.output
+    assert "tomb_customers_tombstones: dry run: no tombstone recorded before" in fresh.stdout
+    # The delete was recorded 11 days ago: past its 10-day retention.
+    spark.sql(
+        "UPDATE tomb_customers_tombstones SET _lh_ingested_at = _lh_ingested_at - INTERVAL 11 DAYS"
+    )
+    dry = runner.invoke(app, ["vacuum", "tomb_customers", "--dry-run", "-c", str(config)])
+    done = runner.invoke(app, ["vacuum", "tomb_customers", "-c", str(config)])
+
+    assert dry.exit_code == 0, dry.output
+    assert "dry run: 1 tombstone(s) recorded before" in dry.stdout
+    assert done.exit_code == 0, done.output
+    assert "1 tombstone(s) recorded before" in done.stdout
+    assert "expired; horizon 5" in done.stdout
+    assert spark.table("tomb_customers_tombstones").count() == 0
