@@ -118,7 +118,7 @@ def status(
         "last_commit": detail.last_modified,
         "location": detail.location,
     }
-    row.update(schema_status(spark, loaded, table))
+    row.update(declared_status(spark, loaded, table))
     if format is OutputFormat.table:
         pairs = [{"field": k, "value": v} for k, v in row.items()]
         emit(render(pairs, format, wide=wide, title=f"status of {table}"))
@@ -126,21 +126,28 @@ def status(
         emit(render([row], format, wide=wide))
 
 
-def schema_status(spark: SparkSession, loaded: LakehouseConfig, table: str) -> dict[str, Any]:
-    """The table's `schema_evolution` and the columns it has beyond the config's schema (the
-    floor), when the config declares it."""
+def declared_status(spark: SparkSession, loaded: LakehouseConfig, table: str) -> dict[str, Any]:
+    """What the config declares of the table and its state under it, when the config declares
+    it: `schema_evolution` and the columns the table has beyond the config's schema (the floor);
+    for an upsert table its tombstone retention and horizon."""
     # Deferred: Spark and the tables load when a command runs (`lakehouse --help` stays quick).
     from ingest.commit.evolve import columns_beyond
+    from ingest.commit.tombstones import horizon
+    from tables.spec_rules import span_text
 
     specs = {name.lower(): spec for name, spec in loaded.tables.items()}
     spec = specs.get(table.lower())
     if spec is None:
         return {}
     added = columns_beyond(spark, table, spec.data_schema(spark))
-    return {
+    status: dict[str, Any] = {
         "schema_evolution": spec.schema_evolution,
         "added_columns": {f.name: f.dataType.simpleString() for f in added.fields},
     }
+    if spec.merge == "upsert":
+        status["tombstone_retention"] = span_text(spec.effective_tombstone_retention)
+        status["tombstone_horizon"] = horizon(spark, spec)
+    return status
 
 
 @app.command()

@@ -3,6 +3,7 @@ says so when a version at or below the forgotten deletes comes in for a key it l
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -165,3 +166,7 @@ def test_vacuum_counts_then_expires_old_tombstones_through_the_cli(
     assert "1 tombstone(s) recorded before" in done.stdout
     assert "expired; horizon 5" in done.stdout
     assert spark.table("tomb_customers_tombstones").count() == 0
+    status = runner.invoke(app, ["status", "tomb_customers", "-f", "json", "-c", str(config)])
+    assert status.exit_code == 0, status.output
+    [row] = json.loads(status.stdout)
+    assert (row["tombstone_retention"], row["tombstone_horizon"]) == ("10 days", "5")
