@@ -1,5 +1,6 @@
 """Change data capture into an upsert table, end to end: `lakehouse ingest` processes that crash
-and restart, reading a Debezium-shaped Kafka topic on a real broker, or JSON files.
+and restart, reading a Debezium-shaped Kafka topic on a real broker (where a column is added
+upstream mid-stream), or JSON files.
 
 The records are what Debezium's `ExtractNewRecordState` transform writes (`add.fields=op,
 source.lsn`, `delete.handling.mode=rewrite`): the row's columns, `__op`, `__source_lsn` and
@@ -68,22 +69,27 @@ def changes(seed: int, count: int, keys: int, first_lsn: int = 1) -> list[Change
     return out
 
 
-def expected_state(records: list[Change]) -> dict[int, tuple[str, int]]:
-    """The final table computed without Spark."""
+def expected_state(records: list[Change], *extra: str) -> dict[int, tuple[Any, ...]]:
+    """The final table computed without Spark: name, LSN and the `extra` fields (None where the
+    newest version lacks one)."""
     newest: dict[int, Change] = {}
     for record in records:
         held = newest.get(record["id"])
         if held is None or record["__source_lsn"] > held["__source_lsn"]:
             newest[record["id"]] = record
-    return {k: (r["name"], r["__source_lsn"]) for k, r in newest.items() if r["__op"] != "d"}
+    return {
+        k: (r["name"], r["__source_lsn"], *(r.get(f) for f in extra))
+        for k, r in newest.items()
+        if r["__op"] != "d"
+    }
 
 
-def table_state(spark: SparkSession, root: Path) -> dict[int, tuple[str, int]]:
+def table_state(spark: SparkSession, root: Path, *extra: str) -> dict[int, tuple[Any, ...]]:
     location = str(root / ".lakehouse" / "warehouse" / "customers")
     rows = spark.read.format("delta").load(location).collect()
     ids = [r["id"] for r in rows]
     assert len(ids) == len(set(ids)), "a key appears twice"
-    return {r["id"]: (r["name"], r["__source_lsn"]) for r in rows}
+    return {r["id"]: (r["name"], r["__source_lsn"], *(r[f] for f in extra)) for r in rows}
 
 
 def ledger(spark: SparkSession, root: Path) -> list[LedgerEntry]:
@@ -104,13 +110,15 @@ def assert_verified(root: Path) -> None:
     assert "0 finding(s): exactly once holds" in verdict.stderr
 
 
-def test_a_debezium_topic_lands_the_newest_state_through_crashes_and_resends(
+@pytest.mark.evolution
+def test_a_debezium_topic_lands_the_newest_state_through_crashes_resends_and_a_new_field(
     spark: SparkSession, broker: KafkaBroker, tmp_path: Path
 ) -> None:
     topic = "dbserver1.inventory.customers"
     broker.create_topic(topic, 2)
+    evolving = TABLE.replace("\n[pipelines", '\nschema_evolution = "add_columns"\n\n[pipelines')
     (tmp_path / "lakehouse.toml").write_text(
-        TABLE + KAFKA_SOURCE.format(bootstrap=broker.bootstrap, topic=topic)
+        evolving + KAFKA_SOURCE.format(bootstrap=broker.bootstrap, topic=topic)
     )
     first = changes(seed=21, count=40, keys=9)
     broker.produce(topic, [(str(c["id"]), json.dumps(c)) for c in first])
@@ -122,10 +130,14 @@ def test_a_debezium_topic_lands_the_newest_state_through_crashes_and_resends(
     assert "batch 1: skipped" in restarted.stderr
     assert table_state(spark, tmp_path) == expected_state(first)
 
-    # A connector restart resends a stretch of old changes, out of order, beside new ones; the
-    # next run is killed after its tombstones are written and before its commit.
+    # A connector restart resends a stretch of old changes, out of order, beside new ones that
+    # carry a column added upstream (`email`: the table gains it in a schema commit before the
+    # batch's); the next run is killed after its schema commit and tombstones, before its commit.
     resent = random.Random(5).sample(first, 15)
-    later = changes(seed=22, count=20, keys=9, first_lsn=100)
+    later = [
+        {**c, "email": f"c{c['id']}@example.com"}
+        for c in changes(seed=22, count=20, keys=9, first_lsn=100)
+    ]
     broker.produce(topic, [(str(c["id"]), json.dumps(c)) for c in [*resent, *later]])
     batches_before = len(ledger(spark, tmp_path))
     crashed = run_lakehouse(tmp_path, "ingest", fault=f"before_write:exit@{batches_before}")
@@ -136,7 +148,8 @@ def test_a_debezium_topic_lands_the_newest_state_through_crashes_and_resends(
         r"rows inserted, \d+ updated, \d+ deleted, \d+ ignored as older", resumed.stdout
     )
 
-    assert table_state(spark, tmp_path) == expected_state([*first, *resent, *later])
+    final = [*first, *resent, *later]
+    assert table_state(spark, tmp_path, "email") == expected_state(final, "email")
     history = ledger(spark, tmp_path)
     assert sum(entry.rows_ignored_older for entry in history) >= len(resent)
     assert sum(entry.rows_deleted for entry in history) > 0
