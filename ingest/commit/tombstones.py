@@ -23,7 +23,7 @@ back, never fewer.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from delta.tables import DeltaTable
@@ -59,12 +59,11 @@ class Expiry:
 
     def describe(self) -> str:
         """One line for an operator."""
+        cutoff = f"{self.cutoff.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
         if not self.expired:
-            return f"no tombstone recorded before {self.cutoff:%Y-%m-%d %H:%M} UTC"
-        return (
-            f"{self.expired} tombstone(s) recorded before {self.cutoff:%Y-%m-%d %H:%M} UTC "
-            f"expired; horizon {self.horizon}"
-        )
+            return f"no tombstone recorded before {cutoff}"
+        expired = f"{self.expired} tombstone(s) recorded before {cutoff} expired"
+        return f"{expired}; horizon {self.horizon}"
 
 
 def horizon(spark: SparkSession, spec: TableSpec) -> str | None:
