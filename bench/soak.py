@@ -36,6 +36,9 @@ from matplotlib import pyplot  # without a display it draws with Agg, into files
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 ROWS_PER_FILE = 50
+_PARENT_SPARK = frozenset(
+    {"SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET"}
+)
 GOALS = {
     "latency_late_vs_early": 1.2,
     "heap_late_vs_early": 1.2,
@@ -89,9 +92,12 @@ def drop(landing: Path, n: int) -> None:
 
 
 def lakehouse(root: Path, *args: str, **kwargs: Any) -> subprocess.Popen[str]:
-    """Start `lakehouse ARGS` in the project."""
+    """Start `lakehouse ARGS` in the project, as a driver of its own: without the variables
+    that tie a process to a parent's Spark (a Spark Connect mode a caller's session left in its
+    environment, a py4j gateway)."""
+    env = {k: v for k, v in os.environ.items() if k not in _PARENT_SPARK}
     return subprocess.Popen(
-        [sys.executable, "-m", "ingest.cli", *args], cwd=root, text=True, **kwargs
+        [sys.executable, "-m", "ingest.cli", *args], cwd=root, text=True, env=env, **kwargs
     )
 
 

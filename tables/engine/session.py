@@ -269,6 +269,11 @@ def delta_conf() -> dict[str, str]:
     }
 
 
+#: Variables that put PySpark in Spark Connect mode for the whole process (`is_remote()`), set by
+#: a shell's Spark Connect setup or inherited from a parent process that opened a Connect session.
+CONNECT_MODE_VARIABLES = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE")
+
+
 def _resolve_home(home: Path | str | None) -> Path:
     chosen = (
         Path(home) if home is not None else Path(os.environ.get("LAKEHOUSE_HOME", DEFAULT_HOME))
@@ -290,6 +295,13 @@ def _build_embedded(
     if not java_available():
         raise SessionError(
             "Java not found: install a JDK 17 and put `java` on PATH or set JAVA_HOME"
+        )
+    forcing = [name for name in CONNECT_MODE_VARIABLES if os.environ.get(name)]
+    if forcing:  # PySpark would build a Spark Connect session, or fail to, whatever is asked
+        raise SessionError(
+            f"the environment sets {' and '.join(forcing)}, which makes PySpark start Spark "
+            "Connect sessions only: unset it for an embedded session, or pass --remote "
+            "sc://HOST:PORT to use a Spark Connect server"
         )
 
     # The embedded session is local: bind it to loopback. Otherwise Spark picks the host's

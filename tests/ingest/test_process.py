@@ -60,6 +60,30 @@ def test_missing_java_is_one_clear_line(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.parametrize("variable", ["SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE"])
+def test_an_environment_in_spark_connect_mode_is_one_clear_line(
+    tmp_path: Path, variable: str
+) -> None:
+    """A shell's Spark Connect setup, or a parent that opened a Connect session, left a variable
+    that makes PySpark build Connect sessions only: said as such, not as a JVM that failed."""
+    env = {**os.environ, variable: "sc://127.0.0.1:1" if variable == "SPARK_REMOTE" else "1"}
+    env.pop("PYSPARK_GATEWAY_PORT", None)
+    result = subprocess.run(
+        [sys.executable, "-m", "ingest.cli", "sql", "SELECT 1"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip().startswith(f"error: the environment sets {variable}, which "), (
+        result.stderr[-2000:]
+    )
+    assert "Traceback" not in result.stderr
+
+
 def test_unreachable_jar_repository_is_one_clear_line(tmp_path: Path) -> None:
     settings = tmp_path / "ivysettings.xml"
     settings.write_text(
