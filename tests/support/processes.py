@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from tables.engine.class_archive import ARCHIVE_ENV
+from tables.engine.session import CONNECT_MODE_VARIABLES
 from tables.faults import ENV_VAR
 
 #: The child JVMs' options (Spark's launcher passes `SPARK_SUBMIT_OPTS` to the driver JVM);
@@ -28,8 +29,13 @@ CHILD_JVM_OPTIONS_ENV = "LAKEHOUSE_TEST_CHILD_JVM_OPTIONS"
 
 
 def child_env(fault: str | None = None, *, master: str = "local[2]") -> dict[str, str]:
-    """The environment for a child driver: its own JVM, `master`, and only the given fault."""
-    env = {k: v for k, v in os.environ.items() if k not in (ENV_VAR, "PYSPARK_GATEWAY_PORT")}
+    """The environment for a child driver: its own JVM, `master`, and only the given fault.
+
+    Without this process's ties to its own Spark: its py4j gateway, and the Spark Connect mode a
+    Connect session leaves in the environment (a `--remote` child sets its own).
+    """
+    inherited = (ENV_VAR, "PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET", *CONNECT_MODE_VARIABLES)
+    env = {k: v for k, v in os.environ.items() if k not in inherited}
     env["LAKEHOUSE_SPARK_MASTER"] = master
     env[ARCHIVE_ENV] = "use"
     env["SPARK_SUBMIT_OPTS"] = " ".join(
