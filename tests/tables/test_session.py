@@ -6,12 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tables.engine.session import (
-    embedded_sizing,
-    is_cluster_environment,
-    java_available,
-    local_cores,
-)
+from tables.engine.session import is_cluster_environment, java_available
+from tables.engine.sizing import embedded_sizing, local_cores
 
 
 def test_cluster_environments_reuse_their_session() -> None:
