@@ -43,9 +43,9 @@ def test_crash_after_commit_then_restart_loses_and_duplicates_nothing(
     assert set(landed.values()) == {1}
 
 
-def test_missing_java_is_one_clear_line(tmp_path: Path) -> None:
-    env = {"PATH": str(tmp_path), "HOME": os.environ.get("HOME", "/root")}
-    result = subprocess.run(
+def sql_in(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`lakehouse sql "SELECT 1"` in `tmp_path` with exactly `env`."""
+    return subprocess.run(
         [sys.executable, "-m", "ingest.cli", "sql", "SELECT 1"],
         cwd=tmp_path,
         env=env,
@@ -54,6 +54,10 @@ def test_missing_java_is_one_clear_line(tmp_path: Path) -> None:
         timeout=120,
         check=False,
     )
+
+
+def test_missing_java_is_one_clear_line(tmp_path: Path) -> None:
+    result = sql_in(tmp_path, {"PATH": str(tmp_path), "HOME": os.environ.get("HOME", "/root")})
     assert result.returncode == 1
     assert result.stderr.strip() == (
         "error: Java not found: install a JDK 17 and put `java` on PATH or set JAVA_HOME"
@@ -68,15 +72,7 @@ def test_an_environment_in_spark_connect_mode_is_one_clear_line(
     that makes PySpark build Connect sessions only: said as such, not as a JVM that failed."""
     env = {**os.environ, variable: "sc://127.0.0.1:1" if variable == "SPARK_REMOTE" else "1"}
     env.pop("PYSPARK_GATEWAY_PORT", None)
-    result = subprocess.run(
-        [sys.executable, "-m", "ingest.cli", "sql", "SELECT 1"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    result = sql_in(tmp_path, env)
     assert result.returncode == 1
     assert result.stderr.strip().startswith(f"error: the environment sets {variable}, which "), (
         result.stderr[-2000:]
