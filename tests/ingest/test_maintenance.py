@@ -105,7 +105,9 @@ def test_a_run_compacts_and_vacuums_between_batches_and_every_row_stays_once(
         (3, "vacuum"),
     ]
     # The companions (the quality table once a run appended to it) at the same turn.
-    companions_done = [(m.table, m.batch_id, m.operation) for m in report.maintenance[3:]]
+    companions_done = [
+        (m.table, m.batch_id, m.operation) for m in report.maintenance if m.table != spec.name
+    ]
     assert (spec.quarantine_name, 3, "vacuum") in companions_done
     assert {t for t, _, _ in companions_done} <= {spec.quarantine_name, "lakehouse_quality"}
     compacted = re.fullmatch(r"(\d+) files before, 1 after", report.maintenance[0].detail)

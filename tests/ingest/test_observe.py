@@ -79,6 +79,7 @@ def test_a_batch_line_holds_rows_stages_bytes_and_lag(tmp_path: Path) -> None:
         "updated": 0,
         "deleted": 0,
         "ignored_older": 0,
+        "after_horizon": 0,
         "duplicate_in_batch": 2,
         "quarantined": 1,
     }
