@@ -70,6 +70,12 @@ def horizon(spark: SparkSession, spec: TableSpec) -> str | None:
     """The table's tombstone horizon as text (a `sequence_by` value), or None if none expired."""
     if not table_exists(spark, spec.tombstones_name):
         return None
+    return horizon_of(spark, spec)
+
+
+def horizon_of(spark: SparkSession, spec: TableSpec) -> str | None:
+    """`horizon` for a caller that already found the tombstone table (one catalog lookup less
+    on an upsert batch's path)."""
     return table_detail(spark, spec.tombstones_name).properties.get(HORIZON_PROPERTY)
 
 
@@ -85,7 +91,7 @@ def expire_tombstones(
     if spec.sequence_by is None or not table_exists(spark, spec.tombstones_name):
         return Expiry(spec.tombstones_name, 0, None, cutoff)
     sequence = F.col(spec.sequence_by)
-    old = horizon(spark, spec)
+    old = horizon_of(spark, spec)
     expired = spark.table(spec.tombstones_name).where(F.col(INGESTED_AT_COLUMN) < F.lit(cutoff))
     newest = F.max(sequence)
     if old is not None:

@@ -25,7 +25,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
 from ingest.commit.merge import error_kind_of
-from ingest.commit.tombstones import count_after_horizon, horizon
+from ingest.commit.tombstones import count_after_horizon, horizon_of
 from ingest.decisions import key_match
 from tables.delta.commits import MergeStatement, merge_into
 from tables.delta.table import create_table, table_exists
@@ -105,7 +105,7 @@ def plan_upsert(
     )
     older, below_horizon = F.lit(False), F.lit(False)
     if table_exists(spark, spec.tombstones_name):
-        line = horizon(spark, spec)
+        line = horizon_of(spark, spec)
         if line is not None:
             kind = landable.schema[sequence].dataType
             below_horizon = F.coalesce(F.col(sequence) <= F.lit(line).cast(kind), F.lit(False))
