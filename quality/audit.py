@@ -136,7 +136,7 @@ def audit_commit(
         result = CheckResult("", DUPLICATE_KEYS_CHECK, "passed", 0, 0, (), files_read=0)
     else:
         scope = spark.table(spec.name).where(within_ranges(ranges))
-        result = duplicate_keys(scope, spec.keys, of_commit(app_id, batch_id))
+        result = duplicate_keys(scope, spec.row_keys, of_commit(app_id, batch_id))
     return replace(
         result,
         table=spec.name,
@@ -188,14 +188,14 @@ def audit_before_commit(
     in_scope = F.expr(scope) if scope is not None else F.lit(True)
     found = (
         table.alias("t")
-        .groupBy(*spec.keys)
+        .groupBy(*spec.row_keys)
         .agg(
             F.count(F.lit(1)).alias("_rows"),
             F.sum(F.when(in_scope, 1).otherwise(0)).alias("_matched"),
             F.max(of_commit(app_id, batch_id).cast("int")).alias("_ours"),
         )
     )
-    joined = batch.keys.join(found, on=list(spec.keys), how="left")
+    joined = batch.keys.join(found, on=list(spec.row_keys), how="left")
     inserted = F.coalesce(F.col("_matched"), F.lit(0)) == 0
     rows_after = F.coalesce(F.col("_rows"), F.lit(0)) + inserted.cast("int")
     ours = inserted | (F.coalesce(F.col("_ours"), F.lit(0)) == 1)
@@ -204,7 +204,7 @@ def audit_before_commit(
         F.sum(ours.cast("int")).alias("checked"),
         F.sum(failing.cast("int")).alias("failing"),
         F.slice(
-            F.sort_array(F.collect_list(F.when(failing, key_text(spec.keys)))), 1, SAMPLE_SIZE
+            F.sort_array(F.collect_list(F.when(failing, key_text(spec.row_keys)))), 1, SAMPLE_SIZE
         ).alias("sample"),
     ).collect()[0]
     count = int(summary["failing"] or 0)
@@ -226,7 +226,7 @@ def audit_table(spark: SparkSession, spec: TableSpec) -> CheckResult:
     warehouse directory only then.
     """
     require_table(spark, spec.name)
-    result = duplicate_keys(spark.table(spec.name), spec.keys)
+    result = duplicate_keys(spark.table(spec.name), spec.row_keys)
     return replace(result, table=spec.name, action=spec.audit_policy)
 
 
@@ -247,7 +247,8 @@ def repair_duplicates(
 
     On an insert table the first-landed copy (earliest ingestion time, then app id and batch id)
     stays: it is what readers have seen longest. On an upsert table the newest version by
-    `sequence_by` stays (then the first landed), as the upsert itself would have kept it. With
+    `sequence_by` stays (then the first landed), as the upsert itself would have kept it; on an
+    SCD type 2 table a row is its key and `_lh_valid_from`, so only copies of one version go. With
     an audit of one commit only that commit's keys are repaired; with a full-table audit (no
     batch id), every duplicated key. The MERGE deletes the other copies by (key, app id, batch
     id), which identifies one row, and records a `repair` ledger entry; re-running it finds
@@ -263,12 +264,12 @@ def repair_duplicates(
     else:
         rows = spark.table(spec.name)
     newest = [F.col(spec.sequence_by).desc_nulls_last()] if spec.sequence_by else []
-    order = Window.partitionBy(*spec.keys).orderBy(
+    order = Window.partitionBy(*spec.row_keys).orderBy(
         *newest, INGESTED_AT_COLUMN, APP_ID_COLUMN, BATCH_ID_COLUMN
     )
     extras = (
         rows.select(
-            *spec.keys, APP_ID_COLUMN, BATCH_ID_COLUMN, F.row_number().over(order).alias("copy")
+            *spec.row_keys, APP_ID_COLUMN, BATCH_ID_COLUMN, F.row_number().over(order).alias("copy")
         )
         .where(F.col("copy") > 1)
         .drop("copy")
@@ -279,6 +280,8 @@ def repair_duplicates(
         "repair",
         {"kind": "repair", "check": audit.check, "keys": list(audit.sample_keys)},
     )
-    on = " AND ".join(f"t.`{c}` <=> s.`{c}`" for c in (*spec.keys, APP_ID_COLUMN, BATCH_ID_COLUMN))
+    on = " AND ".join(
+        f"t.`{c}` <=> s.`{c}`" for c in (*spec.row_keys, APP_ID_COLUMN, BATCH_ID_COLUMN)
+    )
     merge_into(MergeStatement(spec.name, extras, on, ["WHEN MATCHED THEN DELETE"], meta), clones)
     return replace(audit, status="repaired", action="repair")

@@ -16,7 +16,7 @@ from datetime import timedelta
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
-from pyspark.sql.types import StructType
+from pyspark.sql.types import BooleanType, StructField, StructType
 
 from tables.ddl import parse_columns
 from tables.ddl_types import validate_type
@@ -29,7 +29,9 @@ from tables.spec_rules import (
     check_types,
     not_in_schema,
     refusal,
+    validate_dedup,
     validate_expectation_params,
+    validate_history,
     validate_merge,
     validate_txn_retention,
 )
@@ -48,6 +50,10 @@ LINEAGE_DDL = (
 #: JSON text of what a row's columns could not hold as delivered (docs/records.md), NULL if nothing.
 RESCUED_COLUMN = "_lh_rescued"
 RESCUED_DDL = f"{RESCUED_COLUMN} STRING"
+#: An SCD type 2 table's validity columns, typed as its `sequence_by` column.
+VALID_FROM_COLUMN = "_lh_valid_from"
+VALID_TO_COLUMN = "_lh_valid_to"
+IS_CURRENT_COLUMN = "_lh_is_current"
 
 #: The project's companion tables of a target `<table>`: its rejected rows, its upsert deletes.
 QUARANTINE_SUFFIX = "_quarantine"
@@ -62,6 +68,11 @@ DEFAULT_TOMBSTONE_RETENTION = timedelta(days=30)
 #: dedup scope (a log of records); `upsert` keeps one row per record key, the newest version by
 #: `sequence_by`, and deletes a key whose newest version matches `delete_when` (SCD type 1).
 MergeMode = Literal["insert", "upsert"]
+
+#: What an upsert table keeps of a key's versions: `scd1` the newest only; `scd2` every version,
+#: each row valid from its sequence value until the next version's or a delete's
+#: (`VALID_FROM_COLUMN`, `VALID_TO_COLUMN`, `IS_CURRENT_COLUMN`; docs/configuration.md#history).
+History = Literal["scd1", "scd2"]
 
 #: Which existing rows a batch's rows are matched against by record key at MERGE time:
 #: `batch` only the same (app id, batch id): retries and replays; `table` every row, whatever
@@ -121,26 +132,6 @@ def parse_struct(ddl: str) -> StructType:
     if not isinstance(schema, StructType):
         raise ConfigError(f"schema {ddl!r} is a single type, not a list of columns")
     return schema
-
-
-def validate_dedup(spec: TableSpec) -> None:
-    """Check the dedup scope: `window` needs a time column and a positive window, others none."""
-    owner = f"table {spec.name}"
-    if spec.dedup not in get_args(DedupScope):
-        raise refusal(
-            owner, "dedup", f"must be one of {get_args(DedupScope)}, got {shorten(spec.dedup)}"
-        )
-    if spec.dedup != "window":
-        for key in ("dedup_column", "dedup_window"):
-            if getattr(spec, key) is not None:
-                raise refusal(owner, key, "applies to dedup = 'window' only")
-        return
-    if spec.dedup_column is None or spec.dedup_window is None:
-        key = "dedup_column" if spec.dedup_column is None else "dedup_window"
-        raise refusal(owner, key, "dedup = 'window' needs dedup_column and dedup_window")
-    check_column(owner, "dedup_column", spec.dedup_column)
-    if spec.dedup_window <= timedelta(0):
-        raise refusal(owner, "dedup_window", "must be positive")
 
 
 @dataclass(frozen=True)
@@ -213,12 +204,20 @@ class TableSpec:
     audit_policy: AuditPolicy = "warn"
     unknown_fields: UnknownFields = "rescue"
     schema_evolution: SchemaEvolution = "rescue"
+    #: Widen a column's type in place (INT to BIGINT, FLOAT to DOUBLE, DECIMAL precision) for
+    #: values it cannot hold; Delta's `typeWidening` table feature (docs/configuration.md).
+    type_widening: bool = False
     merge: MergeMode = "insert"
     sequence_by: str | None = None
     delete_when: str | None = None
     #: How long a deleted key's tombstone is kept (upsert tables; None: the default, see
     #: `effective_tombstone_retention`); longer than the replay window.
     tombstone_retention: timedelta | None = None
+    #: What an upsert table keeps of a key's versions, and which columns make a new version
+    #: (SCD type 2; empty: every column but the keys and `sequence_by`).
+    history: History = "scd1"
+    track_history_columns: tuple[str, ...] = ()
+    except_columns: tuple[str, ...] = ()
     #: The size limit and epoch unit of incoming records (docs/records.md#limits).
     records: RecordRules = field(default_factory=RecordRules)
     #: When a long run compacts and vacuums the table between batches (off by default).
@@ -239,8 +238,13 @@ class TableSpec:
             for group in case_collisions(columns):
                 raise refusal(owner, key, f"columns repeat: {', '.join(map(shorten, group))}")
         validate_txn_retention(self.properties, self.replay_window, owner)
+        if self.dedup not in get_args(DedupScope):
+            raise refusal(
+                owner, "dedup", f"must be one of {get_args(DedupScope)}, got {shorten(self.dedup)}"
+            )
         validate_dedup(self)
         validate_merge(self)
+        validate_history(self)
         if self.audit_policy not in get_args(AuditPolicy):
             raise refusal(
                 owner,
@@ -284,6 +288,8 @@ class TableSpec:
             *(("partition_by", c) for c in self.partition_by),
             *(("dedup_column", c) for c in filter(None, [self.dedup_column])),
             *(("sequence_by", c) for c in filter(None, [self.sequence_by])),
+            *(("track_history_columns", c) for c in self.track_history_columns),
+            *(("except_columns", c) for c in self.except_columns),
         ]
         for index, expectation in enumerate(self.expectations):
             if expectation.check != "column_exists":
@@ -299,6 +305,12 @@ class TableSpec:
         if self.tombstone_retention is not None:
             return self.tombstone_retention
         return max(DEFAULT_TOMBSTONE_RETENTION, 2 * self.replay_window)
+
+    @property
+    def row_keys(self) -> tuple[str, ...]:
+        """The columns one row of the table is found by: the record key, and on an SCD type 2
+        table the version's start (`VALID_FROM_COLUMN`), since it keeps many rows per key."""
+        return (*self.keys, VALID_FROM_COLUMN) if self.history == "scd2" else self.keys
 
     @property
     def column_names(self) -> tuple[str, ...]:
@@ -332,7 +344,9 @@ class TableSpec:
 
     def table_properties(self) -> dict[str, str]:
         """The Delta properties to create the table with: defaults overlaid by the spec's own."""
-        return {**DEFAULT_PROPERTIES, **self.properties}
+        # Delta's type widening (a reader and writer table feature): on from the start if asked.
+        widening = {"delta.enableTypeWidening": "true"} if self.type_widening else {}
+        return {**DEFAULT_PROPERTIES, **widening, **self.properties}
 
     def data_schema(self, spark: SparkSession) -> StructType:
         """Parse the user schema with Spark's DDL parser (the types; names are checked already).
@@ -363,7 +377,19 @@ class TableSpec:
 
         lineage = parse_struct(LINEAGE_DDL)
         rescued = parse_struct(RESCUED_DDL)
-        return StructType([*lineage.fields, *self.data_schema(spark).fields, *rescued.fields])
+        data = self.data_schema(spark)
+        return StructType([*lineage.fields, *data.fields, *rescued.fields, *self._history(data)])
+
+    def _history(self, data: StructType) -> list[StructField]:
+        """An SCD type 2 table's validity columns, after the rest (none for other tables)."""
+        if self.history != "scd2" or self.sequence_by is None:
+            return []
+        kind = data[self.sequence_by].dataType
+        return [
+            StructField(VALID_FROM_COLUMN, kind, nullable=False),
+            StructField(VALID_TO_COLUMN, kind),
+            StructField(IS_CURRENT_COLUMN, BooleanType(), nullable=False),
+        ]
 
 
 def quarantine_table_name(table: str) -> str:

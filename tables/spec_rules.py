@@ -187,6 +187,65 @@ def validate_merge(spec: TableSpec) -> None:
         raise refusal(owner, "delete_when", "is empty; give a SQL condition such as \"op = 'd'\"")
 
 
+def validate_dedup(spec: TableSpec) -> None:
+    """Check the dedup scope's keys: `window` needs a time column and a positive window, others
+    none (the scope's own value is checked with the other choices, in `TableSpec`)."""
+    owner = f"table {spec.name}"
+    if spec.dedup != "window":
+        for key in ("dedup_column", "dedup_window"):
+            if getattr(spec, key) is not None:
+                raise refusal(owner, key, "applies to dedup = 'window' only")
+        return
+    if spec.dedup_column is None or spec.dedup_window is None:
+        key = "dedup_column" if spec.dedup_column is None else "dedup_window"
+        raise refusal(owner, key, "dedup = 'window' needs dedup_column and dedup_window")
+    check_column(owner, "dedup_column", spec.dedup_column)
+    if spec.dedup_window <= timedelta(0):
+        raise refusal(owner, "dedup_window", "must be positive")
+
+
+def validate_history(spec: TableSpec) -> None:
+    """Check the history mode: `scd2` is an upsert table's, and names the columns it tracks once.
+
+    An SCD type 2 table keeps every delete as history, so its deletes do not expire
+    (`tombstone_retention` is refused), and `track_history_columns` / `except_columns` (one or
+    the other) may not name a key or the sequence column, which every version carries anyway.
+    """
+    owner = f"table {spec.name}"
+    if spec.history not in ("scd1", "scd2"):
+        raise refusal(owner, "history", f"must be 'scd1' or 'scd2', got {shorten(spec.history)}")
+    tracking = [
+        ("track_history_columns", spec.track_history_columns),
+        ("except_columns", spec.except_columns),
+    ]
+    if spec.history == "scd1":
+        for key, columns in tracking:
+            if columns:
+                raise refusal(owner, key, "applies to history = 'scd2' only")
+        return
+    if spec.merge != "upsert":
+        raise refusal(
+            owner, "history", "'scd2' keeps the versions of an upsert table; set merge = 'upsert'"
+        )
+    if spec.tombstone_retention is not None:
+        raise refusal(
+            owner,
+            "tombstone_retention",
+            "does not apply to history = 'scd2': its deletes are part of the history it keeps",
+        )
+    if spec.track_history_columns and spec.except_columns:
+        raise refusal(
+            owner, "except_columns", "give track_history_columns or except_columns, not both"
+        )
+    for key, columns in tracking:
+        for column in columns:
+            check_column(owner, key, column)
+            if column in spec.keys or column == spec.sequence_by:
+                raise refusal(
+                    owner, key, f"{column} is a key or the sequence column; every version has it"
+                )
+
+
 def validate_expectation_params(check: str, params: Mapping[str, Any], where: str) -> None:
     """Check the arguments a check needs are there and have the right kind."""
     if check == "between":

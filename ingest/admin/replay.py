@@ -22,10 +22,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pyspark.sql import functions as F
 
+from ingest.commit.history import ACTION_COLUMN, plan_history, write_deletes
 from ingest.commit.merge import INSERT_NEW, replace_clauses
 from ingest.commit.options import CommitOptions
 from ingest.commit.prepare import prepare_batch, time_window, with_lineage
-from ingest.commit.upsert import DELETE_COLUMN, plan_upsert, write_upsert_deletes
+from ingest.commit.upsert import DELETE_COLUMN, UpsertPlan, plan_upsert
 from ingest.decisions import batch_scope, dedup_condition
 from ingest.isolation import recorded_culprits, without_culprits
 from ingest.sources import Source, recorded_source
@@ -263,14 +264,21 @@ def _apply_upsert(
     spark, spec = writer.spark, writer.spec
     plan, rows, total, rejected = replayed.plan, replayed.rows, replayed.total, replayed.rejected
     app_id, batch_id = plan.entry.meta.app_id, plan.batch_id
-    upsert = plan_upsert(spark, spec, schema, rows, total)
+    stamped = with_lineage(rows, app_id, batch_id, datetime.now(UTC))
+    upsert: UpsertPlan
+    if spec.history == "scd2":
+        upsert = plan_history(spark, spec, schema, stamped, total)
+        source = upsert.source
+    else:
+        upsert = plan_upsert(spark, spec, schema, rows, total)
+        source = with_lineage(upsert.source, app_id, batch_id, datetime.now(UTC))
     if dry_run:
-        inserted, updated, deleted = _upsert_effect(spark, spec, upsert.source)
+        inserted, updated, deleted = _upsert_effect(spark, spec, source)
         return ReplayResult(
             batch_id,
             total,
             inserted,
-            total - inserted - updated - deleted,
+            _present(spec, upsert, total - inserted - updated - deleted),
             rows_updated=updated,
             rows_deleted=deleted,
             rows_rejected=rejected,
@@ -283,8 +291,7 @@ def _apply_upsert(
         content_hash=plan.entry.meta.content_hash,
         upsert=upsert.counts,
     )
-    source = with_lineage(upsert.source, app_id, batch_id, datetime.now(UTC))
-    on, clauses = write_upsert_deletes(writer, schema, source, upsert.counts["deletes"])
+    on, clauses = write_deletes(writer, schema, upsert, source)
     fault_point("before_write", batch_id)
     metrics = merge_into(MergeStatement(spec.name, source, on, clauses, meta), writer.clones)
     fault_point("after_commit", batch_id)
@@ -296,7 +303,7 @@ def _apply_upsert(
         batch_id=batch_id,
         rows_source=total,
         rows_restored=inserted,
-        rows_already_present=total - inserted - updated - deleted,
+        rows_already_present=_present(spec, upsert, total - inserted - updated - deleted),
         rows_updated=updated,
         rows_deleted=deleted,
         rows_rejected=rejected,
@@ -304,8 +311,17 @@ def _apply_upsert(
     )
 
 
+def _present(spec: TableSpec, upsert: UpsertPlan, unchanged: int) -> int:
+    """The replayed versions the table already held: on an SCD type 2 table those its plan
+    found at their sequence value (a version there may change two rows, or none)."""
+    return upsert.counts["superseded"] if spec.history == "scd2" else unchanged
+
+
 def _upsert_effect(spark: SparkSession, spec: TableSpec, source: DataFrame) -> tuple[int, int, int]:
     """What the upsert MERGE of `source` would insert, update and delete in the table now."""
+    if spec.history == "scd2":  # the source is the changes, each with its action
+        counted = {r[0]: int(r[1]) for r in source.groupBy(ACTION_COLUMN).count().collect()}
+        return counted.get("insert", 0), counted.get("update", 0), counted.get("delete", 0)
     sequence = str(spec.sequence_by)
     held = spark.table(spec.name).select(
         *spec.keys, F.col(sequence).alias("_lh_held"), F.lit(True).alias("_lh_found")

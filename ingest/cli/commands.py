@@ -128,23 +128,33 @@ def status(
 
 def declared_status(spark: SparkSession, loaded: LakehouseConfig, table: str) -> dict[str, Any]:
     """What the config declares of the table and its state under it, when the config declares
-    it: `schema_evolution` and the columns the table has beyond the config's schema (the floor);
-    for an upsert table its tombstone retention and horizon."""
+    it: `schema_evolution` and the columns the table has beyond the config's schema (the floor),
+    `type_widening` and the columns whose type widened past it;
+    for an upsert table its history mode and (SCD type 1) tombstone retention and horizon."""
     # Deferred: Spark and the tables load when a command runs (`lakehouse --help` stays quick).
     from ingest.commit.evolve import columns_beyond
     from ingest.commit.tombstones import horizon
+    from tables.delta.evolve import table_types
     from tables.spec_rules import span_text
 
     specs = {name.lower(): spec for name, spec in loaded.tables.items()}
     spec = specs.get(table.lower())
     if spec is None:
         return {}
-    added = columns_beyond(spark, table, spec.data_schema(spark))
+    floor = spec.data_schema(spark)
+    added = columns_beyond(spark, table, floor)
+    held = table_types(spark, table, floor.fieldNames())
     status: dict[str, Any] = {
         "schema_evolution": spec.schema_evolution,
         "added_columns": {f.name: f.dataType.simpleString() for f in added.fields},
+        "type_widening": spec.type_widening,
+        "widened_columns": {
+            name: kind.simpleString() for name, kind in held.items() if kind != floor[name].dataType
+        },
     }
     if spec.merge == "upsert":
+        status["history"] = spec.history
+    if spec.merge == "upsert" and spec.history == "scd1":  # SCD type 2 keeps every delete
         status["tombstone_retention"] = span_text(spec.effective_tombstone_retention)
         status["tombstone_horizon"] = horizon(spark, spec)
     return status

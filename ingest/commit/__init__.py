@@ -33,6 +33,7 @@ from pyspark.sql import functions as F
 
 from ingest.commit.batch_result import BatchResult
 from ingest.commit.evolve import evolve, is_evolving, with_table_columns
+from ingest.commit.history import ACTION_COLUMN, plan_history, write_deletes
 from ingest.commit.merge import BatchWrite, write_with_retries
 from ingest.commit.options import CommitOptions
 from ingest.commit.prepare import (
@@ -44,7 +45,7 @@ from ingest.commit.prepare import (
     with_lineage,
 )
 from ingest.commit.skip import skip_committed
-from ingest.commit.upsert import DELETE_COLUMN, UpsertPlan, plan_upsert, write_upsert_deletes
+from ingest.commit.upsert import DELETE_COLUMN, UpsertPlan, plan_upsert
 from ingest.decisions import (
     decide_batch,
     dedup_condition,
@@ -99,11 +100,11 @@ def commit_batch(
     action = decide_batch(batch_id, committed, fail_on_rewind=options.fail_on_rewind)
     if action == "rewound":
         raise CheckpointLostError(rewound_message(spec.name, app_id, batch_id, committed))
-    evolved = with_table_columns(writer, batch, schema)
+    evolved = with_table_columns(writer, batch, schema, options)
     if action == "skip":
         return skip_committed(writer, batch_id, evolved, committed, options.source)
     if is_evolving(writer, batch):
-        evolved = evolve(writer, batch_id, evolved)
+        evolved = evolve(writer, batch_id, evolved, options)
         if evolved.added:  # the schema commit moved the table on: read it again
             read = read_markers(spark, spec.name)
     batch, schema = evolved.batch, evolved.schema
@@ -130,7 +131,11 @@ def commit_batch(
         with naming_damaged_log(spec.name), watch.stage("audit"):
             known = writer.key_ranges.known(read.table_id, read.version, spec.keys)
             landing = LandingKeys(
-                staged.landable.select(*spec.keys), staged.landing, bounds, batch_id, staged.scope
+                staged.landable.select(*spec.row_keys),
+                staged.landing,
+                bounds,
+                batch_id,
+                staged.scope,
             )
             audit = audit_before_commit(writer, landing, read.version, known if learn else None)
             append = stats.rows == 0 or (
@@ -153,11 +158,11 @@ def commit_batch(
         )
         write = BatchWrite(meta, staged.merge_source, staged.condition, append=append)
         if plan is not None and append:  # an empty batch: its marker and entry only
-            write = replace(write, source=write.source.drop(DELETE_COLUMN))
+            write = replace(write, source=write.source.drop(DELETE_COLUMN, ACTION_COLUMN))
         elif plan is not None:
             deletes = plan.counts["deletes"]
             with watch.stage("tombstones") if deletes else nullcontext():
-                condition, clauses = write_upsert_deletes(writer, schema, write.source, deletes)
+                condition, clauses = write_deletes(writer, schema, plan, write.source)
             write = replace(write, condition=condition, clauses=clauses)
         with watch.stage("write"):
             result = write_with_retries(writer, replace(write, attempts=options.max_attempts))
@@ -200,7 +205,8 @@ def _stage(
     writer: TableWriter, batch_id: int, prepared: PreparedBatch, watch: Stopwatch
 ) -> _Staged:
     """Stop on a failed gate, plan an upsert, quarantine the rejected rows, build the MERGE's
-    source: the steps before the audit, none of which reads the table's state."""
+    source: the steps before the audit, none of which reads the table's state but an SCD type 2
+    plan (the rows of the batch's keys)."""
     spark, spec, app_id = writer.spark, writer.spec, writer.app_id
     schema = prepared.schema
     stats = prepared.stats
@@ -211,12 +217,18 @@ def _stage(
     landable = rows.filter(landable_rows()).select(*landed_columns(schema, rows))
     landing = stats.rows - stats.rows_rejected - stats.rows_copies
     window = time_window(spec, schema, stats)
+    ingested_at = datetime.now(UTC)
+    merge_source = with_lineage(landable, app_id, batch_id, ingested_at)
     plan = None
     if spec.merge == "upsert":
         with watch.stage("plan"):
-            plan = plan_upsert(spark, spec, schema, landable, landing)
-        landable, landing = plan.source, plan.counts["upserts"] + plan.counts["deletes"]
-    ingested_at = datetime.now(UTC)
+            if spec.history == "scd2":  # the source is the history's changes, lineage kept
+                plan = plan_history(spark, spec, schema, merge_source, landing)
+                merge_source = plan.source
+            else:
+                plan = plan_upsert(spark, spec, schema, landable, landing)
+                merge_source = with_lineage(plan.source, app_id, batch_id, ingested_at)
+        landable, landing = plan.source, plan.landing
     if stats.rows_rejected:
         with watch.stage("quarantine"):
             ensure_quarantine_table(spark, spec)
@@ -228,7 +240,7 @@ def _stage(
         plan=plan,
         # An upsert matches any row with the key: no scope.
         scope=None if plan else dedup_scope(spec.dedup, app_id, batch_id, window),
-        merge_source=with_lineage(landable, app_id, batch_id, ingested_at),
+        merge_source=merge_source,
         condition=dedup_condition(spec.dedup, spec.keys, app_id, batch_id, window),
     )
 

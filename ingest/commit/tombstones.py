@@ -34,7 +34,7 @@ from tables.delta.history import table_at
 from tables.delta.ledger import admin_metadata
 from tables.delta.table import table_detail, table_exists
 from tables.identifiers import quote_identifier
-from tables.spec import INGESTED_AT_COLUMN
+from tables.spec import INGESTED_AT_COLUMN, VALID_FROM_COLUMN, VALID_TO_COLUMN
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -88,7 +88,9 @@ def expire_tombstones(
     """
     spark, spec = writer.spark, writer.spec
     cutoff = now - spec.effective_tombstone_retention
-    if spec.sequence_by is None or not table_exists(spark, spec.tombstones_name):
+    # An SCD type 2 table's deletes are history: kept as long as its rows are.
+    scd2 = spec.history == "scd2"
+    if scd2 or spec.sequence_by is None or not table_exists(spark, spec.tombstones_name):
         return Expiry(spec.tombstones_name, 0, None, cutoff)
     sequence = F.col(spec.sequence_by)
     old = horizon_of(spark, spec)
@@ -128,7 +130,7 @@ def count_after_horizon(
 
 def resurrected(spark: SparkSession, spec: TableSpec, version: int | None = None) -> int:
     """How many of the table's rows are older than a live tombstone of their key (a delete that
-    did not hold); `version` pins the table's read."""
+    did not hold; on an SCD type 2 table, rows valid across one); `version` pins the read."""
     if spec.sequence_by is None or not table_exists(spark, spec.tombstones_name):
         return 0
     rows = spark.table(spec.name) if version is None else table_at(spark, spec.name, version)
@@ -136,7 +138,11 @@ def resurrected(spark: SparkSession, spec: TableSpec, version: int | None = None
         *spec.keys, F.col(spec.sequence_by).alias("_lh_tombstone")
     )
     joined = rows.join(tombstones, on=list(spec.keys))
-    return int(joined.where(F.col(spec.sequence_by) < F.col("_lh_tombstone")).count())
+    delete = F.col("_lh_tombstone")
+    if spec.history == "scd2":  # a version valid across a delete of its key
+        start, end = F.col(VALID_FROM_COLUMN), F.col(VALID_TO_COLUMN)
+        return int(joined.where((start < delete) & (end.isNull() | (end > delete))).count())
+    return int(joined.where(F.col(spec.sequence_by) < delete).count())
 
 
 def _entry(writer: TableWriter, batch_id: int, operation: str) -> CommitMetadata:

@@ -28,6 +28,7 @@ from ingest.commit.merge import error_kind_of
 from ingest.commit.tombstones import count_after_horizon, horizon_of
 from ingest.decisions import key_match
 from tables.delta.commits import MergeStatement, merge_into
+from tables.delta.ledger import HISTORY_ROWS
 from tables.delta.table import create_table, table_exists
 from tables.delta.writer import TableWriter
 from tables.errors import ConfigError, first_line
@@ -58,6 +59,16 @@ class UpsertPlan:
     counts: dict[str, int]
     """`tables.delta.ledger.UPSERT_COUNTS`: superseded, after_tombstone, upserts, deletes,
     after_horizon."""
+    tombstones: DataFrame | None = None
+    """SCD type 2: the batch's deletes (flagged `DELETE_COLUMN`), kept apart from the source."""
+
+    @property
+    def landing(self) -> int:
+        """How many rows the MERGE's source holds: one per key, or on an SCD type 2 table the
+        history rows it changes (`HISTORY_ROWS`)."""
+        if HISTORY_ROWS in self.counts:
+            return self.counts[HISTORY_ROWS]
+        return self.counts["upserts"] + self.counts["deletes"]
 
 
 def delete_rule(spark: SparkSession, spec: TableSpec, schema: StructType) -> Column:
@@ -150,7 +161,7 @@ def upsert_clauses(spec: TableSpec, columns: list[str]) -> list[str]:
     # A row without a sequence value (landed before the table was an upsert table) is older.
     newer = f"(t.{column} IS NULL OR s.{column} > t.{column})"
     flag = f"s.{quote_identifier(DELETE_COLUMN)}"
-    update, insert = _copy_clauses([c for c in columns if c != DELETE_COLUMN])
+    update, insert = copy_clauses([c for c in columns if c != DELETE_COLUMN])
     return [
         f"WHEN MATCHED AND {flag} AND {newer} THEN DELETE",
         f"WHEN MATCHED AND NOT {flag} AND {newer} THEN {update}",
@@ -158,20 +169,7 @@ def upsert_clauses(spec: TableSpec, columns: list[str]) -> list[str]:
     ]
 
 
-def write_upsert_deletes(
-    writer: TableWriter, schema: StructType, source: DataFrame, deletes: int
-) -> tuple[str, list[str]]:
-    """Record the source's deletes as tombstones (if any), then give the MERGE's ON and clauses.
-
-    The one sequence both a batch's commit and a replay run before an upsert's MERGE.
-    """
-    spec = writer.spec
-    if deletes:
-        write_tombstones(writer, source, schema)
-    return key_match(spec.keys), upsert_clauses(spec, source.columns)
-
-
-def _copy_clauses(columns: list[str]) -> tuple[str, str]:
+def copy_clauses(columns: list[str]) -> tuple[str, str]:
     """`UPDATE SET t.c = s.c, ...` and `INSERT (c, ...) VALUES (s.c, ...)` over `columns`."""
     names = [quote_identifier(c) for c in columns]
     update = "UPDATE SET " + ", ".join(f"t.{c} = s.{c}" for c in names)
@@ -180,7 +178,8 @@ def _copy_clauses(columns: list[str]) -> tuple[str, str]:
 
 
 def write_tombstones(writer: TableWriter, source: DataFrame, schema: StructType) -> None:
-    """Record the source's deletes in `<table>_tombstones`, keeping the newest per key.
+    """Record the source's deletes in `<table>_tombstones`, keeping the newest per key (every
+    delete, on an SCD type 2 table).
 
     Idempotent by content: the same deletes again change nothing, so no marker is needed.
     """
@@ -196,10 +195,13 @@ def write_tombstones(writer: TableWriter, source: DataFrame, schema: StructType)
         properties={},
     )
     newer = f"s.{quote_identifier(sequence)} > t.{quote_identifier(sequence)}"
-    update, insert = _copy_clauses(columns)
+    update, insert = copy_clauses(columns)
     clauses = [f"WHEN MATCHED AND {newer} THEN {update}", f"WHEN NOT MATCHED THEN {insert}"]
+    on = key_match(spec.keys)
+    if spec.history == "scd2":  # every delete is history: kept by key and sequence value
+        on, clauses = key_match((*spec.keys, sequence)), [f"WHEN NOT MATCHED THEN {insert}"]
     try:
-        merge = MergeStatement(spec.tombstones_name, deletes, key_match(spec.keys), clauses)
+        merge = MergeStatement(spec.tombstones_name, deletes, on, clauses)
         merge_into(merge, writer.clones)
     except Exception as exc:  # a lost race is transient like the target's; the rest named
         raise error_kind_of(exc) from exc

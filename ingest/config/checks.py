@@ -151,6 +151,11 @@ def _check_table_columns(config: LakehouseConfig, root: Where) -> None:
                 f"Kafka JSON values); pipelines.{name} reads {pipeline.source.raw_format or 'no'} "
                 "text: keep 'rescue' for it"
             )
+        if table.type_widening and pipeline.source.raw_format != "json":
+            raise (root / "tables" / pipeline.table / "type_widening").error(
+                f"type_widening needs JSON records (JSON files or Kafka JSON values); "
+                f"pipelines.{name} reads {pipeline.source.raw_format or 'no'} text"
+            )
 
 
 def assert_pipeline_ready(pipeline: PipelineSpec, trigger: str | None = None) -> None:

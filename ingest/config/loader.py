@@ -56,6 +56,7 @@ from tables.spec import (
     AuditPolicy,
     DedupScope,
     ExpectationSpec,
+    History,
     MergeMode,
     SchemaEvolution,
     TableSpec,
@@ -78,10 +79,14 @@ _TABLE_KEYS = frozenset(
         "audit_policy",
         "unknown_fields",
         "schema_evolution",
+        "type_widening",
         "merge",
         "sequence_by",
         "delete_when",
         "tombstone_retention",
+        "history",
+        "track_history_columns",
+        "except_columns",
         "max_record_bytes",
         "timestamp_unit",
         "maintenance",
@@ -211,6 +216,7 @@ def _table(name: str, body: Any, replay_window: timedelta, where: Where) -> Tabl
                 where / "schema_evolution",
                 get_args(SchemaEvolution),
             ),
+            type_widening=flag(body.get("type_widening", False), where / "type_widening"),
             merge=choice(body.get("merge", "insert"), where / "merge", get_args(MergeMode)),  # type: ignore[arg-type]
             sequence_by=optional("sequence_by"),
             delete_when=optional("delete_when"),
@@ -219,10 +225,22 @@ def _table(name: str, body: Any, replay_window: timedelta, where: Where) -> Tabl
                 if "tombstone_retention" in body
                 else None
             ),
+            history=choice(body.get("history", "scd1"), where / "history", get_args(History)),  # type: ignore[arg-type]
+            track_history_columns=strings(
+                body.get("track_history_columns", []), where / "track_history_columns"
+            ),
+            except_columns=strings(body.get("except_columns", []), where / "except_columns"),
             records=_record_rules(body, where),
             maintenance=_maintenance(body.get("maintenance", {}), where / "maintenance"),
             origin=str(where),
         )
+
+
+def flag(value: Any, where: Where) -> bool:
+    """A true/false key (TOML booleans only: `"true"` is refused, not read as text)."""
+    if not isinstance(value, bool):
+        raise where.error(f"expected true or false, got {value!r}")
+    return value
 
 
 def _maintenance(value: Any, where: Where) -> MaintenancePolicy:

@@ -17,8 +17,12 @@ LEDGER_FORMAT = 1
 #: another version in the same batch, `after_tombstone` versions not newer than a delete already
 #: recorded for the key, and the MERGE's source rows: `upserts` and `deletes`; of the upserts,
 #: `after_horizon` versions at or below the tombstone horizon for a key the table lacked (a
-#: forgotten delete's key may have come back: `ingest.commit.tombstones`).
+#: forgotten delete's key may have come back: `ingest.commit.tombstones`). On an SCD type 2 table
+#: `superseded` are versions the table already held at their sequence value, and the MERGE's
+#: source rows are the history rows its versions and deletes change (`ingest.commit.history`),
+#: counted as `HISTORY_ROWS`, a key only an SCD type 2 entry has.
 UPSERT_COUNTS = ("superseded", "after_tombstone", "upserts", "deletes", "after_horizon")
+HISTORY_ROWS = "history_rows"
 CommitKind = Literal[
     "batch", "replay", "replace", "reset", "repair", "maintenance", "schema", "backfill"
 ]
@@ -77,12 +81,17 @@ class CommitMetadata:
             kind=payload.get("kind", "batch"),
             checks=tuple(dict(c) for c in payload.get("checks") or () if isinstance(c, dict)),
             audit=dict(payload["audit"]) if isinstance(payload.get("audit"), dict) else None,
-            upsert=(
-                {k: int(payload["upsert"].get(k, 0)) for k in UPSERT_COUNTS}
-                if isinstance(payload.get("upsert"), dict)
-                else None
-            ),
+            upsert=_upsert_counts(payload.get("upsert")),
         )
+
+
+def _upsert_counts(value: object) -> dict[str, int] | None:
+    """An entry's upsert counts: every `UPSERT_COUNTS` key (0 if absent), `HISTORY_ROWS` if
+    recorded."""
+    if not isinstance(value, dict):
+        return None
+    kept = (*UPSERT_COUNTS, HISTORY_ROWS) if HISTORY_ROWS in value else UPSERT_COUNTS
+    return {k: int(value.get(k, 0)) for k in kept}
 
 
 @dataclass(frozen=True)
@@ -111,10 +120,13 @@ class LedgerEntry:
     def rows_duplicate_in_batch(self) -> int:
         """Valid rows dropped because another row of the same batch had the same record key
         (for an upsert: the same key and sequence value)."""
-        before_merge = 0
-        if self.meta.upsert is not None:
-            before_merge = self.meta.upsert["superseded"] + self.meta.upsert["after_tombstone"]
-        return self.meta.rows_read - self.meta.rows_quarantined - before_merge - self.rows_merged
+        counts = self.meta.upsert
+        if counts is None:
+            return self.meta.rows_read - self.meta.rows_quarantined - self.rows_merged
+        # Every landing version is counted once: dropped before the MERGE, or placed by it (an
+        # SCD type 2 MERGE's rows are the history's changes, not one per version).
+        placed = sum(counts[k] for k in ("superseded", "after_tombstone", "upserts", "deletes"))
+        return self.meta.rows_read - self.meta.rows_quarantined - placed
 
     @property
     def rows_updated(self) -> int:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
-from ingest.admin.verify import is_reconciled
+from ingest.admin.verdict import is_reconciled
 from ingest.commit import commit_batch
 from ingest.commit.options import CommitOptions
 from tables.delta.history import find_ledger_entry, read_ledger
@@ -20,6 +20,7 @@ from tables.delta.writer import TableWriter
 from tables.errors import ConfigError
 from tables.faults import InjectedFaultError
 from tables.spec import TableSpec
+from tests.support.retries import commit_through_faults
 
 pytestmark = pytest.mark.downstream
 
@@ -234,17 +235,8 @@ def test_random_out_of_order_stream_with_failures_matches_the_independent_fold(
     failures = 0
 
     for batch_id, batch in enumerate(batches):
-        while True:
-            try:
-                commit_batch(
-                    TableWriter(spark, spec, "app"),
-                    batch_id,
-                    records(spark, batch),
-                    CommitOptions(max_attempts=1),
-                )
-                break
-            except InjectedFaultError:
-                failures += 1
+        writer = TableWriter(spark, spec, "app")
+        failures += commit_through_faults(writer, batch_id, records(spark, batch))
         if batch_id % 3 == 0:
             replay = commit_batch(TableWriter(spark, spec, "app"), batch_id, records(spark, batch))
             assert replay.status == "skipped"

@@ -16,13 +16,8 @@ from pyspark.sql import DataFrame, SparkSession
 from typer.testing import CliRunner
 
 from ingest.admin import verify as verify_module
-from ingest.admin.verify import (
-    is_outside_ledger,
-    ledger_gaps,
-    marker_findings,
-    row_findings,
-    verify_table,
-)
+from ingest.admin.verdict import is_outside_ledger, ledger_gaps, marker_findings, row_findings
+from ingest.admin.verify import verify_table
 from ingest.cli.commands import app
 from ingest.commit import commit_batch
 from tables.delta.commits import commit_markers
