@@ -249,7 +249,9 @@ def test_a_history_spec_that_cannot_work_is_refused(
     assert says in str(caught.value)
 
 
-@pytest.mark.slow  # about a minute: 10 batches, their failed attempts and resends
+@pytest.mark.slow  # 110 s: 10 batches, their failed attempts and resends
+@pytest.mark.long  # make verify; CI runs the JSON scenario (test_history_sources.py) and the
+# fixed failure points above
 def test_random_late_versions_deletes_and_failures_match_the_independent_fold(
     spark: SparkSession, make_table: MakeTable, monkeypatch: pytest.MonkeyPatch
 ) -> None:
