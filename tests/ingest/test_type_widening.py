@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql.types import DecimalType, IntegerType
 
 from ingest.cli.commands import declared_status
 from ingest.commit import commit_batch
@@ -23,7 +24,9 @@ from ingest.config import load_config
 from ingest.config.model import LakehouseConfig
 from ingest.sources.file_read import read_files
 from ingest.sources.files import FileSource
-from tables.delta.history import read_ledger
+from tables.delta.evolve import widen_columns
+from tables.delta.history import read_ledger, table_version
+from tables.delta.ledger import admin_metadata
 from tables.delta.writer import TableWriter
 from tables.errors import ConfigError, InjectedFaultError
 from tables.faults import ENV_VAR
@@ -140,3 +143,20 @@ def test_type_widening_is_a_boolean_for_json_records(tmp_path: Path) -> None:
         load_config(config)
     config.write_text(table + "type_widening = true\n")
     assert load_config(config).tables["t"].type_widening
+
+
+def test_a_widening_another_writer_went_past_is_left_as_it_is(
+    spark: SparkSession, make_table: MakeTable
+) -> None:
+    """Two writers widening one column at once: the one that finds the column at least as wide
+    as it wants commits nothing and parses with the table's type."""
+    spec = make_table(schema=SCHEMA, keys=("id",), type_widening=True)
+    meta = admin_metadata("widening", 0, "schema", {})
+    assert widen_columns(spark, spec.name, {"price": DecimalType(9, 1)}, meta) == ["price"]
+    version = table_version(spark, spec.name)
+
+    late = widen_columns(spark, spec.name, {"price": DecimalType(7, 1), "qty": IntegerType()}, meta)
+
+    assert late == []
+    assert table_version(spark, spec.name) == version
+    assert spark.table(spec.name).schema["price"].dataType == DecimalType(9, 1)
