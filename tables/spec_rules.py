@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import types
 
-from tables.ddl import DdlColumn
+from tables.ddl import DdlColumn, parse_columns
 from tables.errors import ConfigError, KeyPath
 from tables.identifiers import key_path, shorten, validate_column_name
 
@@ -244,6 +244,17 @@ def validate_history(spec: TableSpec) -> None:
                 raise refusal(
                     owner, key, f"{column} is a key or the sequence column; every version has it"
                 )
+    try:
+        names = [c.name for c in parse_columns(spec.schema_ddl)]
+    except ConfigError:
+        return  # the schema's own check names the fault
+    left = set(names) - {*spec.keys, str(spec.sequence_by), *spec.except_columns}
+    if spec.except_columns and not left:
+        raise refusal(
+            owner,
+            "except_columns",
+            "leaves no column to track: every version would fold into the one before it",
+        )
 
 
 def validate_expectation_params(check: str, params: Mapping[str, Any], where: str) -> None:

@@ -312,9 +312,9 @@ def _apply_upsert(
 
 
 def _present(spec: TableSpec, upsert: UpsertPlan, unchanged: int) -> int:
-    """The replayed versions the table already held: on an SCD type 2 table those its plan
-    found at their sequence value (a version there may change two rows, or none)."""
-    return upsert.counts["superseded"] if spec.history == "scd2" else unchanged
+    """The replayed versions the table already held: on an SCD type 2 table the versions and
+    deletes its plan found there (a version placed may change two rows, or none)."""
+    return upsert.held if spec.history == "scd2" else unchanged
 
 
 def _upsert_effect(spark: SparkSession, spec: TableSpec, source: DataFrame) -> tuple[int, int, int]:

@@ -83,7 +83,7 @@ def verify_table(spark: SparkSession, spec: TableSpec, app_id: str | None = None
         for f in row_findings(entries, table_rows, quarantine_rows)
         if app_id is None or f.app_id == app_id
     )
-    back = resurrected(spark, spec, pinned.version) if spec.merge == "upsert" else 0
+    back = resurrected(spark, spec, pinned.version, markers) if spec.merge == "upsert" else 0
     if back:
         verdict.findings.append(
             Finding(

@@ -45,6 +45,7 @@ from tables.spec import (
     BATCH_ID_COLUMN,
     INGESTED_AT_COLUMN,
     IS_CURRENT_COLUMN,
+    RESCUED_COLUMN,
     VALID_FROM_COLUMN,
     VALID_TO_COLUMN,
 )
@@ -66,11 +67,12 @@ _LINEAGE = (APP_ID_COLUMN, BATCH_ID_COLUMN, INGESTED_AT_COLUMN)
 
 def tracked_columns(spec: TableSpec, columns: list[str]) -> list[str]:
     """The columns whose change makes a new version: `track_history_columns`, or every data
-    column (`_lh_rescued` too: rescued text is data) but the keys, `sequence_by` and
-    `except_columns`."""
+    column but the keys, `sequence_by` and `except_columns`. Never `_lh_rescued`: fields the
+    schema does not declare (a log position a CDC source adds to each change) would make every
+    version new; a change there updates the version in place."""
     if spec.track_history_columns:
         return list(spec.track_history_columns)
-    fixed = {*spec.keys, str(spec.sequence_by), *spec.except_columns, *_LINEAGE}
+    fixed = {*spec.keys, str(spec.sequence_by), *spec.except_columns, *_LINEAGE, RESCUED_COLUMN}
     return [c for c in columns if c not in fixed]
 
 
@@ -121,15 +123,17 @@ def plan_history(
         )
     at_once = Window.partitionBy(*keys, _AT).orderBy(_ORIGIN)
     ranked = events.withColumn(_RANK, F.row_number().over(at_once))
+    version, again = F.col(_ORIGIN) == _BATCH_VERSION, F.col(_RANK) > 1
     row = (
-        ranked.where(F.col(_ORIGIN) == _BATCH_VERSION)
+        ranked.where(F.col(_ORIGIN) >= _BATCH_DELETE)
         .agg(
-            F.count(F.lit(1)).alias("versions"),
-            F.sum((F.col(_RANK) > 1).cast("int")).alias("lost"),
+            F.sum(version.cast("int")).alias("versions"),
+            F.sum((version & again).cast("int")).alias("lost"),
+            F.sum((~version & again).cast("int")).alias("recorded"),
         )
         .collect()[0]
     )
-    versions, lost = int(row["versions"]), int(row["lost"] or 0)
+    versions, lost = int(row["versions"] or 0), int(row["lost"] or 0)
     computed = _history(spec, ranked.where(F.col(_RANK) == 1), columns)
     changes = _changes(spec, computed, held, [*columns, *_VALIDITY])
     counted = changes.groupBy(ACTION_COLUMN).count().collect()
@@ -144,6 +148,7 @@ def plan_history(
             HISTORY_ROWS: sum(int(r["count"]) for r in counted),
         },
         tombstones=incoming.where(F.col(DELETE_COLUMN)),
+        held=lost + int(row["recorded"] or 0),
     )
 
 

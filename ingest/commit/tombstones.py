@@ -22,8 +22,11 @@ back, never fewer.
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import reduce
 from typing import TYPE_CHECKING
 
 from delta.tables import DeltaTable
@@ -34,7 +37,13 @@ from tables.delta.history import table_at
 from tables.delta.ledger import admin_metadata
 from tables.delta.table import table_detail, table_exists
 from tables.identifiers import quote_identifier
-from tables.spec import INGESTED_AT_COLUMN, VALID_FROM_COLUMN, VALID_TO_COLUMN
+from tables.spec import (
+    APP_ID_COLUMN,
+    BATCH_ID_COLUMN,
+    INGESTED_AT_COLUMN,
+    VALID_FROM_COLUMN,
+    VALID_TO_COLUMN,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -128,15 +137,30 @@ def count_after_horizon(
     return int(candidates.join(held, on=list(spec.keys), how="left_anti").count())
 
 
-def resurrected(spark: SparkSession, spec: TableSpec, version: int | None = None) -> int:
+def resurrected(
+    spark: SparkSession,
+    spec: TableSpec,
+    version: int | None = None,
+    markers: Mapping[str, int] | None = None,
+) -> int:
     """How many of the table's rows are older than a live tombstone of their key (a delete that
-    did not hold; on an SCD type 2 table, rows valid across one); `version` pins the read."""
+    did not hold; on an SCD type 2 table, rows valid across one); `version` pins the read.
+
+    With `markers` (each app's marker at `version`), only the tombstones of batches the table
+    holds count: a batch records its deletes before its rows, so while it commits, its
+    tombstones are ahead of the version read.
+    """
     if spec.sequence_by is None or not table_exists(spark, spec.tombstones_name):
         return 0
     rows = spark.table(spec.name) if version is None else table_at(spark, spec.name, version)
-    tombstones = spark.table(spec.tombstones_name).select(
-        *spec.keys, F.col(spec.sequence_by).alias("_lh_tombstone")
-    )
+    recorded = spark.table(spec.tombstones_name)
+    if markers is not None:
+        held = [
+            (F.col(APP_ID_COLUMN) == app) & (F.col(BATCH_ID_COLUMN) <= batch)
+            for app, batch in markers.items()
+        ]
+        recorded = recorded.where(reduce(operator.or_, held, F.lit(False)))
+    tombstones = recorded.select(*spec.keys, F.col(spec.sequence_by).alias("_lh_tombstone"))
     joined = rows.join(tombstones, on=list(spec.keys))
     delete = F.col("_lh_tombstone")
     if spec.history == "scd2":  # a version valid across a delete of its key

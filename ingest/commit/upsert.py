@@ -61,6 +61,8 @@ class UpsertPlan:
     after_horizon."""
     tombstones: DataFrame | None = None
     """SCD type 2: the batch's deletes (flagged `DELETE_COLUMN`), kept apart from the source."""
+    held: int = 0
+    """SCD type 2: the batch's versions and deletes the table already had (a replay's)."""
 
     @property
     def landing(self) -> int:

@@ -148,13 +148,13 @@ def _check_table_columns(config: LakehouseConfig, root: Where) -> None:
         if table.schema_evolution != "rescue" and pipeline.source.raw_format != "json":
             raise (root / "tables" / pipeline.table / "schema_evolution").error(
                 f"schema_evolution = {table.schema_evolution!r} needs JSON records (JSON files or "
-                f"Kafka JSON values); pipelines.{name} reads {pipeline.source.raw_format or 'no'} "
-                "text: keep 'rescue' for it"
+                f"Kafka JSON values); pipelines.{name} reads {pipeline.source.raw_format or 'raw'} "
+                "records: keep 'rescue' for it"
             )
         if table.type_widening and pipeline.source.raw_format != "json":
             raise (root / "tables" / pipeline.table / "type_widening").error(
                 f"type_widening needs JSON records (JSON files or Kafka JSON values); "
-                f"pipelines.{name} reads {pipeline.source.raw_format or 'no'} text"
+                f"pipelines.{name} reads {pipeline.source.raw_format or 'raw'} records"
             )
 
 

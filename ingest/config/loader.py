@@ -21,6 +21,7 @@ from ingest.config.where import (
     Where,
     check_keys,
     choice,
+    flag,
     integer,
     interval,
     local_path,
@@ -226,9 +227,7 @@ def _table(name: str, body: Any, replay_window: timedelta, where: Where) -> Tabl
                 else None
             ),
             history=choice(body.get("history", "scd1"), where / "history", get_args(History)),  # type: ignore[arg-type]
-            track_history_columns=strings(
-                body.get("track_history_columns", []), where / "track_history_columns"
-            ),
+            track_history_columns=_tracked(body, where),
             except_columns=strings(body.get("except_columns", []), where / "except_columns"),
             records=_record_rules(body, where),
             maintenance=_maintenance(body.get("maintenance", {}), where / "maintenance"),
@@ -236,11 +235,15 @@ def _table(name: str, body: Any, replay_window: timedelta, where: Where) -> Tabl
         )
 
 
-def flag(value: Any, where: Where) -> bool:
-    """A true/false key (TOML booleans only: `"true"` is refused, not read as text)."""
-    if not isinstance(value, bool):
-        raise where.error(f"expected true or false, got {value!r}")
-    return value
+def _tracked(body: Mapping[str, Any], where: Where) -> tuple[str, ...]:
+    """`track_history_columns`: absent means every column; an empty list is a mistake."""
+    columns = strings(body.get("track_history_columns", []), where / "track_history_columns")
+    if "track_history_columns" in body and not columns:
+        raise (where / "track_history_columns").error(
+            "is empty: name the columns whose change makes a new version, or leave it out to "
+            "track every column"
+        )
+    return columns
 
 
 def _maintenance(value: Any, where: Where) -> MaintenancePolicy:

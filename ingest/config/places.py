@@ -15,6 +15,7 @@ from ingest.config.where import (
     Where,
     check_keys,
     choice,
+    flag,
     integer,
     interval,
     located,
@@ -64,9 +65,7 @@ def _storage(value: Any, where: Where) -> StorageSpec:
     def optional(key: str) -> str | None:
         return string(body[key], where / key) if key in body else None
 
-    path_style = body.get("path_style", False)
-    if not isinstance(path_style, bool):
-        raise (where / "path_style").error("expected true or false")
+    path_style = flag(body.get("path_style", False), where / "path_style")
     with located(where):
         return StorageSpec(
             endpoint=optional("endpoint"),

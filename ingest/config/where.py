@@ -115,6 +115,13 @@ def strings(value: Any, where: Where) -> tuple[str, ...]:
     return tuple(items)
 
 
+def flag(value: Any, where: Where) -> bool:
+    """A true/false key (TOML booleans only: `"true"` is refused, not read as text)."""
+    if not isinstance(value, bool):
+        raise where.error(f"expected true or false, got {value!r}")
+    return value
+
+
 def integer(value: Any, where: Where, minimum: int) -> int:
     """A TOML integer of at least `minimum` (a boolean is not an integer here)."""
     if isinstance(value, bool) or not isinstance(value, int):

@@ -211,9 +211,13 @@ def describe_source(source: Mapping[str, Any]) -> str:
     backfilled = source.get("backfilled")
     if isinstance(backfilled, Mapping):
         return f"backfilled {backfilled.get('rows')} row(s) of {backfilled.get('column')}"
-    added = source.get("added_columns")
-    if isinstance(added, Mapping):
-        return "added columns: " + ", ".join(f"{name} {kind}" for name, kind in added.items())
+    for key in ("added_columns", "widened_columns"):
+        changed = source.get(key)
+        if isinstance(changed, Mapping):
+            label = key.replace("_", " ")
+            return f"{label}: " + ", ".join(f"{name} {kind}" for name, kind in changed.items())
+    if source.get("type_widening") == "enabled":
+        return "type widening enabled"
     files = source.get("files")
     if isinstance(files, list):
         shown = ", ".join(str(f).rsplit("/", 1)[-1] for f in files[:3])

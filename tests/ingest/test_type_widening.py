@@ -143,6 +143,10 @@ def test_type_widening_is_a_boolean_for_json_records(tmp_path: Path) -> None:
         load_config(config)
     config.write_text(table + "type_widening = true\n")
     assert load_config(config).tables["t"].type_widening
+    upsert = 'merge = "upsert"\nsequence_by = "qty"\nhistory = "scd2"\n'
+    config.write_text(table + upsert + "track_history_columns = []\n")
+    with pytest.raises(ConfigError, match=r"track_history_columns: is empty"):
+        load_config(config)
 
 
 def test_a_widening_another_writer_went_past_is_left_as_it_is(

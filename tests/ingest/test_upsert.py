@@ -13,6 +13,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from ingest.admin.verdict import is_reconciled
+from ingest.admin.verify import verify_table
 from ingest.commit import commit_batch
 from ingest.commit.options import CommitOptions
 from tables.delta.history import find_ledger_entry, read_ledger
@@ -196,6 +197,8 @@ def test_a_failure_around_the_write_is_resolved_exactly_once(
         assert table_state(spark, spec.name) == expected_state([first])
         tombstones = spark.table(spec.tombstones_name).select("id", "seq").collect()
         assert [(r["id"], r["seq"]) for r in tombstones] == [("a", 2)]
+        # `verify` in a second shell now: the delete's batch has not landed, so no finding.
+        assert verify_table(spark, spec).passed
     else:
         landed = commit_batch(
             TableWriter(spark, spec, "app"),

@@ -71,9 +71,12 @@ def test_ledger_entry_derives_counts_from_merge_metrics() -> None:
     assert entry.as_row()["source"] == "json: a.json, b.json"
 
 
-def test_describe_source_names_the_columns_a_schema_commit_added() -> None:
+def test_describe_source_names_the_columns_a_schema_commit_added_or_widened() -> None:
     added = {"added_columns": {"score": "bigint", "tags": "string"}}
     assert describe_source(added) == "added columns: score bigint, tags string"
+    widened = {"widened_columns": {"qty": "bigint"}}
+    assert describe_source(widened) == "widened columns: qty bigint"
+    assert describe_source({"type_widening": "enabled"}) == "type widening enabled"
 
 
 def test_describe_source_truncates_long_file_lists() -> None:
