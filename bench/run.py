@@ -130,8 +130,10 @@ def main() -> None:
     report = Report()
     counter = iter(range(1, 10**9))
 
-    def spec(name: str, **kwargs: object) -> TableSpec:
-        made = TableSpec(f"{name}_{next(counter)}", SCHEMA, ("event_id",), **kwargs)  # type: ignore[arg-type]
+    def spec(
+        name: str, schema: str = SCHEMA, keys: tuple[str, ...] = ("event_id",), **kwargs: object
+    ) -> TableSpec:
+        made = TableSpec(f"{name}_{next(counter)}", schema, keys, **kwargs)  # type: ignore[arg-type]
         ensure_table(spark, made)
         return made
 
