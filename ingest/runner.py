@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,31 +24,27 @@ from ingest.commit.batch_result import BatchResult
 from ingest.config.checks import assert_pipeline_ready, origin_of
 from ingest.config.where import located
 from ingest.decisions import is_checkpoint_lost, lost_checkpoint_fixes, uses_high_water
-from ingest.maintenance import MaintenanceRun, Upkeep
+from ingest.maintenance import MaintenanceRun
 from ingest.observe.observer import RunObserver
-from ingest.outcomes import assert_not_held, audit_after_commit, outcomes_of, recover_outcomes
+from ingest.outcomes import assert_not_held, audit_after_commit, recover_outcomes
 from ingest.remote import RemoteStream
 from ingest.sources.resume import read_batch_base, write_batch_base
 from ingest.stopping import StopRequest, StopRequested, stop_on_signals
 from ingest.stream_commit import (
     MicroBatch,
-    StreamTarget,
-    commit_stream_batch,
     interrupted_batch,
     reader_crashed,
 )
+from ingest.targets import TargetRun, commit_targets, target_runs
 from ingest.timings import settled_timings
 from ingest.triggers import parse_trigger, start_query
 from ingest.upsert_writer import hold_upsert_writer
-from quality.expectations import ExpectationGate
-from quality.quarantine import ensure_quarantine_table
 from tables.delta.markers import committed_batch, is_prefetch_on, prefetch_state
-from tables.delta.provision import ensure_table
-from tables.delta.writer import TableWriter
 from tables.engine.jvm import is_classic
 from tables.engine.storage import child_names, exists
 from tables.errors import CheckpointLostError, LakehouseError, TerminalError, error_summary
 from tables.faults import fault_point
+from tables.spec import TableSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -54,7 +52,6 @@ if TYPE_CHECKING:
     from ingest.config import PipelineSpec
     from ingest.isolation import BatchIsolation
     from quality.check_results import CheckResult
-    from tables.spec import TableSpec
 
 
 @dataclass(frozen=True)
@@ -83,6 +80,9 @@ class RunReport:
     removed_temp_files: tuple[str, ...] = ()
     finished_reset: str | None = None
     maintenance: list[MaintenanceRun] = field(default_factory=list)
+    #: A routed pipeline's dead-letter table and the records this run sent there.
+    dead_letter_table: str | None = None
+    dead_letters: int = 0
 
     def count(self, status: str) -> int:
         """How many batches ended with `status`."""
@@ -137,41 +137,46 @@ def assert_checkpoint_matches_log(spark: SparkSession, pipeline: PipelineSpec, t
 def run_pipeline(
     spark: SparkSession,
     pipeline: PipelineSpec,
-    spec: TableSpec,
+    spec: TableSpec | Sequence[TableSpec],
     options: RunOptions | None = None,
     observer: RunObserver | None = None,
 ) -> RunReport:
     """Run a pipeline until its trigger says stop (available-now) or until interrupted.
 
-    `observer` hears of each batch committed, each outcome settled (recovered ones too), each
-    batch settled with its stage timings (`BatchResult.timings`) and each batch that failed.
+    `spec` is the pipeline's table's, or one per target of a routed pipeline in its routes'
+    order. `observer` hears of each batch committed (one result per target), each outcome
+    settled (recovered ones too), each batch settled with its stage timings
+    (`BatchResult.timings`) and each batch that failed.
     """
     options = options or RunOptions()
+    specs = (spec,) if isinstance(spec, TableSpec) else tuple(spec)
     assert_pipeline_ready(pipeline, options.trigger)
     with located(origin_of(pipeline) / "source"):
         pipeline.source.assert_present(spark)
-    ensure_table(spark, spec)
-    ensure_quarantine_table(spark, spec)
-    run = _Run(spark, pipeline, spec, options, observer or RunObserver())
-    # The first batch's commit waits for the table's state (and, under `batch` dedup, the app's
-    # high-water mark): both are built while the stream starts.
-    then = run.writer.high_water if uses_high_water(spec.dedup) else None
-    if is_prefetch_on(os.environ):
-        prefetch_state(spark, spec.name, then=then)
-    pending = pending_reset(spark, spec.name, pipeline.app_id)
-    if pending is not None:
-        finish_reset(spark, pending)
-        run.report.finished_reset = pending.describe()
-    with (
-        hold_checkpoint(spark, pipeline.checkpoint) as removed,
-        hold_upsert_writer(spark, spec, pipeline.app_id),
-        stop_on_signals() as stop,
-    ):
+    targets = target_runs(spark, pipeline, specs, options.quality_dir)
+    run = _Run(spark, pipeline, targets, options, observer or RunObserver())
+    for target in targets:
+        # The first batch's commit waits for the table's state (and, under `batch` dedup, the
+        # app's high-water mark): both are built while the stream starts.
+        writer = target.writer
+        then = writer.high_water if uses_high_water(target.spec.dedup) else None
+        if is_prefetch_on(os.environ):
+            prefetch_state(spark, target.spec.name, then=then)
+        pending = pending_reset(spark, target.spec.name, pipeline.app_id)
+        if pending is not None:
+            finish_reset(spark, pending)
+            run.report.finished_reset = pending.describe()
+    with ExitStack() as held:
+        removed = held.enter_context(hold_checkpoint(spark, pipeline.checkpoint))
+        for target in targets:
+            held.enter_context(hold_upsert_writer(spark, target.spec, pipeline.app_id))
+        stop = held.enter_context(stop_on_signals())
         run.report.removed_temp_files = tuple(removed)
-        starting_offsets = _prepare_checkpoint(spark, pipeline, spec, options.resume_from_log)
-        for recovered in recover_outcomes(run.writer, run.outcomes):
-            run.audited(recovered)
-        assert_not_held(spark, spec)
+        starting_offsets = _prepare_checkpoint(spark, pipeline, specs, options.resume_from_log)
+        for target in targets:
+            for recovered in recover_outcomes(target.writer, target.outcomes):
+                run.audited(recovered)
+            assert_not_held(spark, target.spec)
         if stop.requested:
             run.report.stopped_by = stop.signum
             return run.report
@@ -180,48 +185,56 @@ def run_pipeline(
                 run.stream(stop, starting_offsets)
             else:
                 run.through_connect(stop, starting_offsets)
-                recover_outcomes(run.writer, run.outcomes)
+                recover_outcomes(targets[0].writer, targets[0].outcomes)
         finally:
-            run.outcomes.flush()
+            for target in targets:
+                target.outcomes.flush()
     if run.report.results and run.report.stopped_by is None:
         fault_point("after_checkpoint", run.report.results[-1].batch_id)
     return run.report
 
 
 def _prepare_checkpoint(
-    spark: SparkSession, pipeline: PipelineSpec, spec: TableSpec, resume_from_log: bool
+    spark: SparkSession,
+    pipeline: PipelineSpec,
+    specs: Sequence[TableSpec],
+    resume_from_log: bool,
 ) -> str | None:
-    """Check the checkpoint against the log (or resume a Kafka one from it): starting offsets."""
+    """Check the checkpoint against each target's log (or resume a Kafka one from the first
+    target's): the starting offsets."""
     if resume_from_log and not checkpoint_has_offsets(spark, pipeline.checkpoint):
-        point = pipeline.source.resume_point(spark, spec, pipeline.app_id)
+        # The target furthest behind: a run cut short between targets re-reads its batch.
+        behind = min(specs, key=lambda s: committed_batch(spark, s.name, pipeline.app_id) or -1)
+        point = pipeline.source.resume_point(spark, behind, pipeline.app_id)
         if point is not None:
             write_batch_base(spark, pipeline.checkpoint, point.batch_base)
             return point.starting_offsets
-    assert_checkpoint_matches_log(spark, pipeline, spec.name)
+    for spec in specs:
+        assert_checkpoint_matches_log(spark, pipeline, spec.name)
     return None
 
 
 class _Run:
-    """One run of a pipeline: its writer (the caches its commits share), report, outcome buffer
-    and observer; the stream is run by `stream` (classic) or `through_connect`."""
+    """One run of a pipeline: its tables (each with its writer, caches, outcome buffer and
+    upkeep), report and observer; the stream is run by `stream` (classic) or `through_connect`."""
 
     def __init__(
         self,
         spark: SparkSession,
         pipeline: PipelineSpec,
-        spec: TableSpec,
+        targets: tuple[TargetRun, ...],
         options: RunOptions,
         observer: RunObserver,
     ) -> None:
-        self.spark, self.pipeline, self.spec = spark, pipeline, spec
+        self.spark, self.pipeline, self.targets = spark, pipeline, targets
         self.options, self.observer = options, observer
-        self.writer = TableWriter(spark, spec, pipeline.app_id)
+        first = targets[0].spec
         self.report = RunReport(
-            pipeline.name, pipeline.app_id, spec.name, quarantine_table=spec.quarantine_name
+            pipeline.name, pipeline.app_id, first.name, quarantine_table=first.quarantine_name
         )
-        self.outcomes = outcomes_of(spark, spec, pipeline.app_id)
+        if pipeline.routing is not None:
+            self.report.dead_letter_table = pipeline.routing.dead_letter
         self.trigger = parse_trigger(options.trigger or pipeline.trigger)
-        self.upkeep = Upkeep()
 
     def committed(self, result: BatchResult) -> None:
         """Report a batch committed (or skipped)."""
@@ -235,12 +248,9 @@ class _Run:
 
     def stream(self, stop: StopRequest, starting_offsets: str | None) -> None:
         """Run the stream in this process until its trigger ends it, it fails, or a stop."""
-        spark, pipeline, spec = self.spark, self.pipeline, self.spec
+        spark, pipeline, first = self.spark, self.pipeline, self.targets[0].spec
         batch_base = read_batch_base(spark, pipeline.checkpoint)
-        quality_dir = self.options.quality_dir
-        gate = ExpectationGate(spec, quality_dir) if spec.expectations else None
-        target = StreamTarget(pipeline, self.writer, gate)
-        isolation = interrupted_batch(spark, pipeline, spec.name, batch_base)
+        isolation = interrupted_batch(spark, pipeline, batch_base)
         failures: list[BaseException] = []
         current: list[MicroBatch] = []  # the batch in progress, for a crash's report
 
@@ -250,7 +260,7 @@ class _Run:
             try:
                 with stop.batch(batch_id):
                     narrowing = isolation if isolation and isolation.batch_id == batch_id else None
-                    self._batch(micro, target, narrowing)
+                    self._batch(micro, narrowing)
             except BaseException as exc:
                 failures.append(exc)
                 if not isinstance(exc, StopRequested):
@@ -258,12 +268,13 @@ class _Run:
                 raise
 
         stream = pipeline.source.open_stream(
-            spark, spec.data_schema(spark), starting_offsets=starting_offsets, rules=spec.records
+            spark, first.data_schema(spark), starting_offsets=starting_offsets, rules=first.records
         )
         query = start_query(stream, pipeline.app_id, pipeline.checkpoint, self.trigger, handle)
         try:
             while not query.awaitTermination(_WAIT_SECONDS):
-                self.outcomes.flush_if_due()
+                for target in self.targets:
+                    target.outcomes.flush_if_due()
                 if stop.requested:
                     stop.stop_between_batches(
                         query, lambda batch: _is_checkpointed(spark, pipeline.checkpoint, batch)
@@ -272,35 +283,47 @@ class _Run:
         except Exception as exc:
             self._raise_failure(exc, failures, stop, current[0] if current else None)
         finally:
-            if gate is not None and self.report.results:
-                self.report.docs_url = gate.build_docs()
+            gates = [t.stream.gate for t in self.targets if t.stream.gate is not None]
+            if gates and self.report.results:
+                self.report.docs_url = gates[0].build_docs()
         self.report.stopped_by = stop.signum
 
-    def _batch(
-        self, micro: MicroBatch, target: StreamTarget, isolation: BatchIsolation | None
-    ) -> None:
-        """Commit one batch, settle its audit, report it with its stage timings; then the
-        table's upkeep, if due (`ingest.maintenance`)."""
+    def _batch(self, micro: MicroBatch, isolation: BatchIsolation | None) -> None:
+        """Commit one batch into every target, settle each audit, report each result with its
+        stage timings; then each table's upkeep, if due (`ingest.maintenance`)."""
         started = time.monotonic()
         if self.report.results:  # Spark checkpointed the previous batch before this one
             fault_point("after_checkpoint", self.report.results[-1].batch_id)
-        result = commit_stream_batch(micro, target, isolation)
-        committed, appended = time.monotonic(), self.outcomes.append_seconds
-        self.committed(result)
-        writer = self.writer.on(micro.rows.sparkSession)
-        for audit in audit_after_commit(writer, result, self.outcomes):
-            self.audited(audit)
+        appended = sum(t.outcomes.append_seconds for t in self.targets)
+        batch = commit_targets(micro, self.targets, isolation)
+        committed = time.monotonic()
+        if batch.dead_letters:
+            self.report.dead_letters += batch.dead_letters
+        for target, result in zip(self.targets, batch.results, strict=True):
+            self.committed(result)
+            writer = target.writer.on(micro.rows.sparkSession)
+            for audit in audit_after_commit(writer, result, target.outcomes):
+                self.audited(audit)
+        stages: dict[str, float] = {}
+        for result in batch.results:  # a routed batch's stages: summed over its targets
+            for stage, seconds in result.timings.items():
+                stages[stage] = stages.get(stage, 0.0) + seconds
         timings = settled_timings(
-            result.timings,
+            stages,
             started,
             committed,
             time.monotonic(),
-            self.outcomes.append_seconds - appended,
+            sum(t.outcomes.append_seconds for t in self.targets) - appended,
         )
-        self.report.results[-1] = replace(result, timings=timings)
-        self.observer.settled(self.report.results[-1])
-        if result.status == "committed":  # upkeep after the batch, outside its timings
-            for upkeep in self.upkeep.after(writer, result.batch_id):
+        settled = len(batch.results)
+        for index in range(len(self.report.results) - settled, len(self.report.results)):
+            self.report.results[index] = replace(self.report.results[index], timings=timings)
+            self.observer.settled(self.report.results[index])
+        for target, result in zip(self.targets, batch.results, strict=True):
+            if result.status != "committed":  # upkeep after the batch, outside its timings
+                continue
+            writer = target.writer.on(micro.rows.sparkSession)
+            for upkeep in target.upkeep.after(writer, result.batch_id):
                 self.report.maintenance.append(upkeep)
                 self.observer.maintained(upkeep)
 
@@ -330,7 +353,13 @@ class _Run:
         not appended yet are appended from the ledger (`recover_outcomes`). A batch read back
         from the ledger is settled (its audit is in its entry) but carries no stage timings.
         """
-        spark, pipeline, spec = self.spark, self.pipeline, self.spec
+        spark, pipeline, spec = self.spark, self.pipeline, self.targets[0].spec
+        if pipeline.routing is not None:
+            raise TerminalError(
+                f"pipeline {pipeline.name} routes its records (route_by): a routed pipeline runs "
+                "in a classic Spark session, not through a Spark Connect server (yet); run it "
+                "without a Connect server"
+            )
 
         def reported(result: BatchResult, audits: list[CheckResult]) -> None:
             self.committed(result)

@@ -34,6 +34,7 @@ from tables.errors import ReaderCrashedError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
     from ingest.config.model import PipelineSpec
     from quality.expectations import ExpectationGate
@@ -41,17 +42,18 @@ if TYPE_CHECKING:
 
 
 def interrupted_batch(
-    spark: SparkSession, pipeline: PipelineSpec, table: str, batch_base: int
+    spark: SparkSession, pipeline: PipelineSpec, batch_base: int
 ) -> BatchIsolation | None:
     """The narrowing of the batch a previous run ended inside of, if it did (Spark's batch id).
 
     Checked once, before the stream starts: the newest offsets entry without a commit entry,
-    for a batch the table's marker does not hold.
+    for a batch some target's marker does not hold.
     """
     checkpoint = pipeline.checkpoint
     last = last_offsets_batch(spark, checkpoint)
     done = last_committed_batch(spark, checkpoint)
-    committed = committed_batch(spark, table, pipeline.app_id)
+    held = [committed_batch(spark, table, pipeline.app_id) for table in pipeline.targets]
+    committed = None if None in held else min(b for b in held if b is not None)
     if last is None or not is_interrupted(last, done, committed, batch_base):
         return None
     return BatchIsolation(spark, checkpoint, last, lost_cause(spark))
@@ -81,10 +83,15 @@ class StreamTarget:
     pipeline: PipelineSpec
     writer: TableWriter
     gate: ExpectationGate | None = None
+    #: A routed pipeline's target: the fields of its schema the route expression reads.
+    route_fields: StructType | None = None
 
     def options(self, record: Mapping[str, Any]) -> CommitOptions:
-        """A stream batch's commit options: its source record, how it was read, the gate."""
-        source = self.pipeline.source
+        """A stream batch's commit options: its source record (with its route, for a target of
+        a routed pipeline), how it was read, the gate."""
+        source, routing = self.pipeline.source, self.pipeline.routing
+        if routing is not None:
+            record = {**record, **routing.recorded(self.writer.spec.name)}
         return CommitOptions(
             source=record,
             raw_format=source.raw_format,
@@ -100,7 +107,9 @@ def commit_stream_batch(
     """Commit one micro-batch of a pipeline's stream (also run in a Connect server's worker).
 
     A Kafka batch records its offset ranges in its ledger entry, a file batch its files. With
-    `isolation`, the batch is narrowed first and its culprits named in its ledger entry.
+    `isolation`, the batch is narrowed first and its culprits named in its ledger entry (the
+    caller ends the narrowing once every table has the batch: `BatchIsolation.done`). A target
+    of a routed pipeline commits the records its route takes (`ingest.routing`).
     """
     pipeline, source = target.pipeline, target.pipeline.source
     writer = target.writer.on(micro.rows.sparkSession)
@@ -118,10 +127,9 @@ def commit_stream_batch(
             culprits = isolation.culprits(rows, trial, files or [], by_record=by_record)
             rows = without_culprits(spark, rows, schema.fieldNames(), culprits)
             record = with_culprits(record, culprits)
-        result = commit_batch(writer, micro.batch_id, rows, target.options(record))
-    if isolation is not None:
-        isolation.done()
-    return result
+        if pipeline.routing is not None and target.route_fields is not None:
+            rows = pipeline.routing.rows_for(rows, spec.name, target.route_fields)
+        return commit_batch(writer, micro.batch_id, rows, target.options(record))
 
 
 def reader_crashed(

@@ -53,6 +53,17 @@ def ensure_quarantine_table(spark: SparkSession, spec: TableSpec) -> bool:
     )
 
 
+def ensure_dead_letter_table(spark: SparkSession, table: str) -> bool:
+    """Create a routed pipeline's dead-letter table (quarantine-shaped) if absent."""
+    return create_table(
+        spark,
+        table,
+        parse_struct(QUARANTINE_DDL),
+        properties={"delta.enableChangeDataFeed": "true"},
+        addable=(RAW_BYTES_COLUMN,),
+    )
+
+
 def write_quarantine(
     rejected: DataFrame,
     spec: TableSpec,
@@ -65,6 +76,23 @@ def write_quarantine(
     The caller has classified the batch, added the raw records and counted the rows already;
     this only writes.
     """
+    marker = batch_markers(spec.name, app_id)[1]
+    append_rejected(rejected, marker.table, (marker.txn_app_id, app_id), batch_id, ingested_at)
+
+
+def append_rejected(
+    rejected: DataFrame,
+    table: str,
+    txn: tuple[str, str],
+    batch_id: int,
+    ingested_at: datetime,
+) -> None:
+    """Append rows with their reasons to a quarantine-shaped table once per batch.
+
+    `txn` is the txnAppId the append carries and the app id its rows name: Delta skips an
+    append whose txnVersion the table's marker already holds, so a re-run writes nothing twice.
+    """
+    txn_app_id, app_id = txn
     rows = rejected.select(
         F.lit(app_id).alias(APP_ID_COLUMN),
         F.lit(batch_id).cast("bigint").alias(BATCH_ID_COLUMN),
@@ -75,16 +103,14 @@ def write_quarantine(
         F.col(RAW_BYTES_COLUMN),
     )
 
-    marker = batch_markers(spec.name, app_id)[1]
-
     def location() -> str:
-        return table_detail(rejected.sparkSession, marker.table).location
+        return table_detail(rejected.sparkSession, table).location
 
     with fault_during_write("mid_quarantine", batch_id, location):
         (
             rows.write.format("delta")
             .mode("append")
-            .option("txnAppId", marker.txn_app_id)
+            .option("txnAppId", txn_app_id)
             .option("txnVersion", batch_id)
-            .saveAsTable(marker.table)
+            .saveAsTable(table)
         )

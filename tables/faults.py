@@ -20,6 +20,8 @@ And one of a run's scheduled upkeep (`ingest.maintenance`), after the batch sett
 - `before_maintenance`: the batch is committed and audited, its upkeep not begun.
 And one of a schema evolution (`ingest.commit.evolve`), before the batch's data commit:
 - `after_schema_commit`: the batch's new columns are committed, its data is not.
+And one of a routed pipeline (`ingest.targets`), before each write after a batch's first:
+- `between_targets`: a target has the batch, the next target (or the dead-letter table) not.
 
 The two "files written, log entry not" points are watched: while the write runs, a thread lists
 the table directory and fires once a new data file appears, which is the pre-commit state of a
@@ -56,8 +58,11 @@ FaultPoint = Literal[
     "before_audit",
     "after_checkpoint",
 ]
-#: Points the crash matrix does not walk: an operator command's, the run's upkeep, an evolution.
-AdminFaultPoint = Literal["mid_reset", "before_maintenance", "after_schema_commit"]
+#: Points the crash matrix does not walk: an operator command's, the run's upkeep, an evolution,
+#: a routed batch's.
+AdminFaultPoint = Literal[
+    "mid_reset", "before_maintenance", "after_schema_commit", "between_targets"
+]
 ALL_POINTS: tuple[str, ...] = (*get_args(FaultPoint), *get_args(AdminFaultPoint))
 FaultAction = Literal["raise", "exit", "kill", "term", "stall"]
 ENV_VAR = "LAKEHOUSE_FAULT"

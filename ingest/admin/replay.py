@@ -29,6 +29,7 @@ from ingest.commit.prepare import prepare_batch, time_window, with_lineage
 from ingest.commit.upsert import DELETE_COLUMN, UpsertPlan, plan_upsert
 from ingest.decisions import batch_scope, dedup_condition
 from ingest.isolation import recorded_culprits, without_culprits
+from ingest.routing import routed_rows
 from ingest.sources import Source, recorded_source
 from quality.fates import landed_columns
 from quality.malformed import landable_rows
@@ -186,6 +187,7 @@ def replay_batch(
     frame = plan.source.read_recorded(spark, schema, plan.recorded, spec.records)
     culprits = recorded_culprits(plan.recorded)  # isolated by its run: left out again
     frame = without_culprits(spark, frame, schema.fieldNames(), culprits)
+    frame = routed_rows(frame, plan.recorded, spec.name)  # a routed target: its own records
     source = plan.source
     read = CommitOptions(raw_format=source.raw_format, reader_options=source.reader_options)
     prepared = prepare_batch(spec, schema, frame, replace(read, gate=options.gate))

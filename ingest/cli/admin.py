@@ -76,7 +76,7 @@ def replay(
     cfg = load_config(config)
     spec = cfg.table(table)
     source = next(
-        (p.source for p in cfg.pipelines.values() if p.table == table and p.app_id == app_id),
+        (p.source for p in cfg.pipelines.values() if p.writes(table) and p.app_id == app_id),
         None,
     )
     spark = spark_for(cfg, context)

@@ -113,7 +113,7 @@ def status(
         "streams": {
             p.name: run_state(p.checkpoint).describe()
             for p in loaded.pipelines.values()
-            if p.table.lower() == table.lower()
+            if p.writes(table)
         },
         "last_commit": detail.last_modified,
         "location": detail.location,

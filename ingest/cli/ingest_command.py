@@ -95,7 +95,8 @@ def ingest(
         validate_pipeline_name(pipeline)
     cfg = load_config(config)
     spec_pipeline = cfg.pipeline(pipeline)
-    spec = cfg.table(spec_pipeline.table)
+    specs = [cfg.table(table) for table in spec_pipeline.targets]
+    spec = specs[0]
     assert_pipeline_ready(spec_pipeline, trigger)
     spark = spark_for(cfg, context)
     observers = Observers(err.print)
@@ -103,7 +104,7 @@ def ingest(
     observers.observers.append(
         BatchLog(cfg.home / BATCH_LOG, spec.name, spec_pipeline.app_id, spark=spark, warn=err.print)
     )
-    description = f"ingesting {spec_pipeline.name} into {spec.name}"
+    description = f"ingesting {spec_pipeline.name} into {', '.join(s.name for s in specs)}"
     with ExitStack() as stack:
         if metrics_port is not None:
             from ingest.observe.metrics import serving
@@ -120,7 +121,7 @@ def ingest(
         else:
             stack.enter_context(err.status(f"{description}…"))
         options = RunOptions(trigger, cfg.home / "gx", resume_from_log)
-        report = run_pipeline(spark, spec_pipeline, spec, options, observers)
+        report = run_pipeline(spark, spec_pipeline, specs, options, observers)
     if report.finished_reset:
         err.print(f"{report.finished_reset}; finished it before the run")
     if report.removed_temp_files:
@@ -140,12 +141,33 @@ def ingest(
         )
         + f"{report.rows_quarantined} quarantined into {report.quarantine_table}, "
         f"{len(report.failed_audits)} failed check(s)"
+        if report.dead_letter_table is None
+        else _routed_summary(report)
     )
     if report.docs_url:
         emit(f"data docs: {report.docs_url}")
     if report.stopped_by is not None:
         err.print(stop_line(report))
         raise typer.Exit(exit_code(report.stopped_by))
+
+
+def _routed_summary(report: RunReport) -> str:
+    """The summary of a routed pipeline's run: batches, then rows per target, then the rest."""
+    tables: dict[str, list[BatchResult]] = {}
+    for result in report.results:
+        tables.setdefault(result.table, []).append(result)
+    batches = len(tables[next(iter(tables))]) if tables else 0
+    per_table = "; ".join(
+        f"{table}: {sum(r.rows_inserted for r in results)} inserted, "
+        f"{sum(r.rows_quarantined for r in results)} quarantined"
+        for table, results in tables.items()
+    )
+    return (
+        f"{report.pipeline}: {batches} batches into {len(tables)} tables"
+        + (f" ({per_table})" if per_table else "")
+        + f", {report.dead_letters} not routed into {report.dead_letter_table}, "
+        f"{len(report.failed_audits)} failed check(s)"
+    )
 
 
 def _metrics(spark: SparkSession, pipeline: PipelineSpec, spec: TableSpec) -> BatchMetrics:

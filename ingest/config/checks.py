@@ -63,15 +63,16 @@ def _check_names(config: LakehouseConfig, root: Where) -> None:
 def _check_app_ids(config: LakehouseConfig, root: Where) -> None:
     upserted: dict[str, str] = {}
     for name, pipeline in config.pipelines.items():
-        if config.tables[pipeline.table].merge != "upsert":
-            continue
-        other = upserted.setdefault(pipeline.table.lower(), name)
-        if other != name:
-            raise (root / "pipelines" / name / "table").error(
-                f"pipelines.{other} already writes upsert table {pipeline.table}: an upsert "
-                "table takes one writer at a time (its deletes and rows are two commits, so two "
-                "writers at once could bring back a key the other deleted)"
-            )
+        for table in pipeline.targets:
+            if config.tables[table].merge != "upsert":
+                continue
+            other = upserted.setdefault(table.lower(), name)
+            if other != name:
+                raise _target_key(root / "pipelines" / name, pipeline, table).error(
+                    f"pipelines.{other} already writes upsert table {table}: an upsert "
+                    "table takes one writer at a time (its deletes and rows are two commits, so "
+                    "two writers at once could bring back a key the other deleted)"
+                )
     first: dict[str, str] = {}
     for name, pipeline in config.pipelines.items():
         other = first.setdefault(pipeline.app_id.lower(), name)
@@ -128,34 +129,41 @@ def _check_sources(
                     f"{location} overlaps the checkpoint of pipelines.{other} "
                     f"({checkpoint}): the stream would read its own state as data"
                 )
-        key = (pipeline.table.lower(), landing)
-        table = config.tables[pipeline.table]
-        if key in landed and table.dedup != "table":
-            raise at.error(
-                f"pipelines.{landed[key]} already lands {location} into "
-                f"{pipeline.table}: under two app ids every file would land twice"
-            )
-        landed.setdefault(key, name)
+        for target in pipeline.targets:
+            key = (target.lower(), landing)
+            if key in landed and config.tables[target].dedup != "table":
+                raise at.error(
+                    f"pipelines.{landed[key]} already lands {location} into "
+                    f"{target}: under two app ids every file would land twice"
+                )
+            landed.setdefault(key, name)
 
 
 def _check_table_columns(config: LakehouseConfig, root: Where) -> None:
     """Each pipeline's table can hold what its source reads (a `raw` Kafka source needs exactly
     key and value)."""
     for name, pipeline in config.pipelines.items():
-        table = config.tables[pipeline.table]
-        with located(root / "pipelines" / name / "source"):
-            pipeline.source.validate_table_columns(pipeline.table, table.column_names)
-        if table.schema_evolution != "rescue" and pipeline.source.raw_format != "json":
-            raise (root / "tables" / pipeline.table / "schema_evolution").error(
-                f"schema_evolution = {table.schema_evolution!r} needs JSON records (JSON files or "
-                f"Kafka JSON values); pipelines.{name} reads {pipeline.source.raw_format or 'raw'} "
-                "records: keep 'rescue' for it"
-            )
-        if table.type_widening and pipeline.source.raw_format != "json":
-            raise (root / "tables" / pipeline.table / "type_widening").error(
-                f"type_widening needs JSON records (JSON files or Kafka JSON values); "
-                f"pipelines.{name} reads {pipeline.source.raw_format or 'raw'} records"
-            )
+        raw_format = pipeline.source.raw_format
+        for target in pipeline.targets:
+            table = config.tables[target]
+            with located(root / "pipelines" / name / "source"):
+                pipeline.source.validate_table_columns(target, table.column_names)
+            if table.schema_evolution != "rescue" and raw_format != "json":
+                raise (root / "tables" / target / "schema_evolution").error(
+                    f"schema_evolution = {table.schema_evolution!r} needs JSON records (JSON files "
+                    f"or Kafka JSON values); pipelines.{name} reads {raw_format or 'raw'} "
+                    "records: keep 'rescue' for it"
+                )
+            if table.type_widening and raw_format != "json":
+                raise (root / "tables" / target / "type_widening").error(
+                    f"type_widening needs JSON records (JSON files or Kafka JSON values); "
+                    f"pipelines.{name} reads {raw_format or 'raw'} records"
+                )
+
+
+def _target_key(at: Where, pipeline: PipelineSpec, table: str) -> Where:
+    """The config key that names `table` as a target of `pipeline` (`table`, or its route)."""
+    return at / "routes" / table if pipeline.routing is not None else at / "table"
 
 
 def assert_pipeline_ready(pipeline: PipelineSpec, trigger: str | None = None) -> None:

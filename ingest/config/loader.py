@@ -15,34 +15,25 @@ from pathlib import Path
 from typing import Any, get_args
 
 from ingest.config.checks import check_config
-from ingest.config.model import LakehouseConfig, PipelineSpec
+from ingest.config.model import LakehouseConfig
+from ingest.config.pipelines import PipelinePlaces, pipeline_of
 from ingest.config.places import catalog_of, limits_of, warehouse_of
 from ingest.config.where import (
     Where,
     check_keys,
     choice,
     flag,
-    integer,
     interval,
     local_path,
     located,
-    location,
     mapping,
     options,
     require,
     string,
     strings,
 )
-from ingest.sources import Source
-from ingest.sources.file_read import FileFormat
-from ingest.sources.files import FileSource
-from ingest.sources.kafka import KafkaSource, ValueFormat
-from ingest.triggers import parse_trigger
 from tables.errors import ConfigError
 from tables.identifiers import (
-    shorten,
-    validate_app_id,
-    validate_pipeline_name,
     validate_table_name,
 )
 from tables.maintenance_policy import MaintenancePolicy
@@ -97,22 +88,6 @@ _MAINTENANCE_KEYS = frozenset({"optimize_every", "optimize_max_files", "vacuum_e
 _EXPECTATION_KEYS = frozenset(
     {"check", "column", "action", "min", "max", "values", "pattern", "type"}
 )
-_PIPELINE_KEYS = frozenset({"table", "app_id", "trigger", "checkpoint", "source"})
-_SOURCE_KEYS = frozenset({"kind", "format", "path", "options", "max_files_per_trigger"})
-_KAFKA_KEYS = frozenset(
-    {
-        "kind",
-        "bootstrap_servers",
-        "topic",
-        "pattern",
-        "starting_offsets",
-        "value_format",
-        "options",
-        "max_offsets_per_trigger",
-    }
-)
-#: Reader options the file source sets itself: a config value would be overridden silently.
-_READER_OWNED = frozenset({"mode", "columnnameofcorruptrecord", "path", "maxfilespertrigger"})
 
 
 def load_config(path: Path | None = None, *, required: bool = True) -> LakehouseConfig:
@@ -167,7 +142,7 @@ def parse_config(data: Mapping[str, Any], *, base: Path, path: Path | None) -> L
         for name, body in mapping(data.get("tables", {}), root / "tables").items()
     }
     pipelines = {
-        name: _pipeline(name, body, tables, home, base, root / "pipelines" / name)
+        name: pipeline_of(name, body, tables, PipelinePlaces(home, base), root / "pipelines" / name)
         for name, body in mapping(data.get("pipelines", {}), root / "pipelines").items()
     }
     warehouse = warehouse_of(settings, base, root / "lakehouse")
@@ -303,96 +278,3 @@ def _expectations(table: str, value: Any, where: Where) -> tuple[ExpectationSpec
             )
         seen[expectation.name] = index
     return tuple(parsed)
-
-
-def _pipeline(
-    name: str,
-    body: Any,
-    tables: Mapping[str, TableSpec],
-    home: Path,
-    base: Path,
-    where: Where,
-) -> PipelineSpec:
-    with located(where):
-        validate_pipeline_name(name)
-    body = mapping(body, where)
-    check_keys(body, _PIPELINE_KEYS, where)
-    require(body, ("table", "source"), where)
-    table = string(body["table"], where / "table")
-    if table not in tables:
-        declared = ", ".join(sorted(tables)) or "none"
-        raise (where / "table").error(
-            f"table {shorten(table)} is not declared under [tables] (declared: {declared})"
-        )
-    app_id = string(body.get("app_id", name), where / "app_id")
-    with located(where / "app_id"):
-        validate_app_id(app_id)
-    trigger = string(body.get("trigger", "available-now"), where / "trigger")
-    with located(where / "trigger"):
-        parse_trigger(trigger)
-    source_where = where / "source"
-    source = mapping(body["source"], source_where)
-    kind = choice(source.get("kind", "files"), source_where / "kind", ("files", "kafka"))
-    with located(source_where):
-        stream_source: Source = (
-            _kafka_source(source, source_where)
-            if kind == "kafka"
-            else _file_source(source, base, source_where)
-        )
-    checkpoint = (
-        location(base, string(body["checkpoint"], where / "checkpoint"), where / "checkpoint")
-        if "checkpoint" in body
-        else str(home / "checkpoints" / app_id)
-    )
-    return PipelineSpec(
-        name, table, app_id, stream_source, trigger, checkpoint, config_file=where.file
-    )
-
-
-def _file_source(source: Mapping[str, Any], base: Path, where: Where) -> FileSource:
-    check_keys(source, _SOURCE_KEYS, where)
-    require(source, ("format", "path"), where)
-    reader_options = options(source.get("options", {}), where / "options")
-    for option in reader_options:
-        if option.lower() in _READER_OWNED:
-            raise (where / "options" / option).error(
-                f"{option!r} is set by the source itself"
-                + (" (use max_files_per_trigger)" if option.lower() == "maxfilespertrigger" else "")
-            )
-    return FileSource(
-        path=location(base, string(source["path"], where / "path"), where / "path"),
-        format=choice(source["format"], where / "format", get_args(FileFormat)),  # type: ignore[arg-type]
-        options=reader_options,
-        max_files_per_trigger=(
-            integer(source["max_files_per_trigger"], where / "max_files_per_trigger", 1)
-            if "max_files_per_trigger" in source
-            else None
-        ),
-    )
-
-
-def _kafka_source(source: Mapping[str, Any], where: Where) -> KafkaSource:
-    """A Kafka source; secret option values may be written as `${env:NAME}` (Kafka's provider)."""
-    check_keys(source, _KAFKA_KEYS, where)
-    require(source, ("bootstrap_servers",), where)
-
-    def optional(key: str) -> str | None:
-        return string(source[key], where / key) if key in source else None
-
-    return KafkaSource(
-        bootstrap_servers=string(source["bootstrap_servers"], where / "bootstrap_servers"),
-        topic=optional("topic"),
-        pattern=optional("pattern"),
-        starting_offsets=string(
-            source.get("starting_offsets", "earliest"), where / "starting_offsets"
-        ),
-        value_format=choice(  # type: ignore[arg-type]
-            source.get("value_format", "json"), where / "value_format", get_args(ValueFormat)
-        ),
-        options=options(source.get("options", {}), where / "options"),
-        max_offsets_per_trigger=(
-            integer(source["max_offsets_per_trigger"], where / "max_offsets_per_trigger", 1)
-            if "max_offsets_per_trigger" in source
-            else None
-        ),
-    )

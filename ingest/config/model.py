@@ -8,6 +8,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TypeVar
 
+from ingest.routing import Routing
 from ingest.sources import Source
 from tables.engine.catalogs import CatalogSpec
 from tables.engine.limits import QueryLimits
@@ -46,7 +47,8 @@ class NameMap(Mapping[str, V]):
 
 @dataclass(frozen=True)
 class PipelineSpec:
-    """A stream into a table under one app id: where it reads, how often, where it checkpoints."""
+    """A stream into a table (or routed into several) under one app id: where it reads, how
+    often, where it checkpoints."""
 
     name: str
     table: str
@@ -56,6 +58,17 @@ class PipelineSpec:
     checkpoint: str
     #: The config file it was declared in (as errors name it), for errors found later.
     config_file: str | None = field(default=None, compare=False, repr=False)
+    #: A routed pipeline's routes (`table` is then its first target), else None.
+    routing: Routing | None = None
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        """The tables the pipeline commits into: its routes' tables, or its one table."""
+        return self.routing.tables if self.routing is not None else (self.table,)
+
+    def writes(self, table: str) -> bool:
+        """True if `table` is one of the pipeline's targets (case ignored, as Spark does)."""
+        return table.lower() in {target.lower() for target in self.targets}
 
 
 @dataclass(frozen=True)

@@ -94,7 +94,7 @@ class BatchLog(RunObserver):
         """Append the line of a batch whose audit settled."""
         facts = source_facts(self._spark, result.source) if result.source else None
         self._append(
-            batch_record(self.table, self.app_id, result.batch_id, result, facts, self._clock())
+            batch_record(result.table, self.app_id, result.batch_id, result, facts, self._clock())
         )
 
     def failed(self, batch_id: int, error: BaseException) -> None:
