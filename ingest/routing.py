@@ -96,21 +96,28 @@ class Routing:
     def routed(self, rows: DataFrame, fields: StructType) -> DataFrame:
         """`rows` with ROUTE_COLUMN: each record's route value as text (NULL: none).
 
-        A record read from JSON text (`_lh_record`) is routed by its own text read for `fields`
-        alone, so a record its target cannot read in full still reaches that target's
-        quarantine; other rows are routed by their parsed columns.
+        A record read from JSON text (`_lh_record`) is routed by its parsed fields, or where the
+        parse left one NULL (a record its target cannot read in full) by its own text read for
+        `fields` alone: such a record still reaches its target's quarantine. A field that is not
+        in the text (a Kafka coordinate column) comes from the parsed row.
         """
+        route = F.expr(self.expression).cast("string").alias(ROUTE_COLUMN)
         if RECORD_COLUMN not in rows.columns or not fields.fields:
-            return rows.withColumn(ROUTE_COLUMN, F.expr(self.expression).cast("string"))
-        text = F.col(RECORD_COLUMN)
-        return (
-            rows.select(
-                F.struct(*[F.col(f"`{c}`") for c in rows.columns]).alias(_ROW),
-                F.from_json(text, fields, dict(STRICT_JSON)).alias(_READ),
-            )
-            .select(_ROW, f"{_READ}.*")
-            .select(f"{_ROW}.*", F.expr(self.expression).cast("string").alias(ROUTE_COLUMN))
+            return rows.select("*", route)
+        staged = rows.select(
+            F.struct(*[F.col(f"`{c}`") for c in rows.columns]).alias(_ROW),
+            F.from_json(F.col(RECORD_COLUMN), fields, dict(STRICT_JSON)).alias(_READ),
         )
+        scope = staged.select(
+            _ROW,
+            *[
+                F.coalesce(F.col(_ROW).getField(f.name), F.col(_READ).getField(f.name)).alias(
+                    f.name
+                )
+                for f in fields.fields
+            ],
+        )
+        return scope.select(f"{_ROW}.*", route)
 
     def rows_for(self, rows: DataFrame, table: str, fields: StructType) -> DataFrame:
         """The rows of a batch (read for `table`) that go to `table`."""

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql.types import StructType
 
 from ingest.admin.replay import ReplayOptions, plan_replay, replay_batch
 from ingest.config import PipelineSpec
@@ -189,3 +190,30 @@ def test_routing_refuses_duplicate_values_and_an_empty_expression() -> None:
     with pytest.raises(ValueError, match="route_by"):
         Routing(" ", (Route("a", ("x",)),), "dl")
     assert issubclass(ConfigError, TerminalError)
+
+
+def test_a_route_reads_the_parsed_row_and_the_record_text_where_the_row_lost_a_field(
+    spark: SparkSession,
+) -> None:
+    """A record its target could not read in full (its fields NULL) is routed by its own text; a
+    column that is not in the text (a Kafka coordinate) by the parsed row."""
+    schema = "event_id STRING, kind STRING, kafka_topic STRING, _lh_record STRING"
+    rows = spark.createDataFrame(
+        [
+            ("a", "click", "t1", '{"event_id": "a", "kind": "click"}'),
+            (None, None, "t1", '{"event_id": "b", "kind": "order", "amount": "lots"}'),
+            ("c", "view", "t2", '{"event_id": "c", "kind": "view"}'),
+        ],
+        schema,
+    )
+    by_kind = Routing("kind", (Route("x", ("click", "order")),), "dl")
+    by_topic = Routing("concat(kafka_topic, '/', kind)", (Route("x", ("t2/view",)),), "dl")
+    data = StructType([f for f in rows.schema.fields if f.name != "_lh_record"])
+
+    kinds = by_kind.routed(rows, by_kind.reads(spark, "x", data))
+    topics = by_topic.routed(rows, by_topic.reads(spark, "x", data))
+
+    assert [r["_lh_route"] for r in kinds.collect()] == ["click", "order", "view"]
+    assert [r["_lh_route"] for r in topics.collect()] == ["t1/click", "t1/order", "t2/view"]
+    assert kinds.columns == [*rows.columns, "_lh_route"]
+    assert [f.name for f in by_topic.reads(spark, "x", data).fields] == ["kind", "kafka_topic"]
