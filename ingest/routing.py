@@ -202,12 +202,16 @@ def recorded_route(recorded: Mapping[str, Any]) -> tuple[str, tuple[str, ...]] |
     return expression, tuple(str(value) for value in values)
 
 
-def routed_rows(rows: DataFrame, recorded: Mapping[str, Any], table: str) -> DataFrame:
-    """A re-read batch's rows kept to the route its ledger entry names (all rows if none)."""
+def routed_rows(
+    rows: DataFrame, recorded: Mapping[str, Any], table: str, raw_format: str | None
+) -> DataFrame:
+    """A re-read batch's rows kept to the route its ledger entry names (all rows if none), read
+    as the run read them (`raw_format` "json": the record text where the parse lost a field)."""
     route = recorded_route(recorded)
     if route is None:
         return rows
     expression, values = route
     routing = Routing(expression, (Route(table, values),), dead_letter="")
     schema = StructType([f for f in rows.schema.fields if not f.name.startswith("_lh_")])
-    return routing.rows_for(rows, table, routing.reads(rows.sparkSession, table, schema))
+    fields = routing.reads(rows.sparkSession, table, schema)
+    return routing.rows_for(rows, table, fields if raw_format == "json" else StructType([]))

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from pyspark import StorageLevel
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from ingest.isolation import without_culprits
 from ingest.maintenance import Upkeep
@@ -99,6 +100,8 @@ def target_runs(
     if routing is not None:
         reads = {s.name: routing.reads(spark, s.name, s.data_schema(spark)) for s in specs}
         assert_same_reads(reads, routing.expression)
+        if pipeline.source.raw_format != "json":  # no record text to read a field from
+            reads = {name: StructType([]) for name in reads}
     runs = []
     for spec in specs:
         ensure_table(spark, spec)

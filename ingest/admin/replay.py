@@ -187,7 +187,8 @@ def replay_batch(
     frame = plan.source.read_recorded(spark, schema, plan.recorded, spec.records)
     culprits = recorded_culprits(plan.recorded)  # isolated by its run: left out again
     frame = without_culprits(spark, frame, schema.fieldNames(), culprits)
-    frame = routed_rows(frame, plan.recorded, spec.name)  # a routed target: its own records
+    # A routed pipeline's target: its own records, routed as the run routed them.
+    frame = routed_rows(frame, plan.recorded, spec.name, plan.source.raw_format)
     source = plan.source
     read = CommitOptions(raw_format=source.raw_format, reader_options=source.reader_options)
     prepared = prepare_batch(spec, schema, frame, replace(read, gate=options.gate))

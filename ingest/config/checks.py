@@ -144,6 +144,11 @@ def _check_table_columns(config: LakehouseConfig, root: Where) -> None:
     key and value)."""
     for name, pipeline in config.pipelines.items():
         raw_format = pipeline.source.raw_format
+        if pipeline.routing is not None and raw_format == "parquet":
+            raise (root / "pipelines" / name / "route_by").error(
+                "routing needs records read per target (JSON or CSV files, Kafka values); "
+                "Parquet files are read with one table's columns: give each table a pipeline"
+            )
         for target in pipeline.targets:
             table = config.tables[target]
             with located(root / "pipelines" / name / "source"):

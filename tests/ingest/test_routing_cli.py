@@ -88,6 +88,7 @@ def test_a_routed_config_loads_with_its_targets_in_order(tmp_path: Path) -> None
             "quarantine table",
         ),
         (("#PIPELINE", 'dead_letter = "a b"'), "pipelines.router.dead_letter", ""),
+        (('format = "json"', 'format = "parquet"'), "pipelines.router.route_by", "Parquet"),
     ],
 )
 def test_a_broken_routed_config_is_refused_naming_the_file_and_key(
