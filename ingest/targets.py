@@ -18,6 +18,8 @@ from pyspark import StorageLevel
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from ingest.config.checks import origin_of
+from ingest.config.where import located
 from ingest.isolation import without_culprits
 from ingest.maintenance import Upkeep
 from ingest.outcomes import outcomes_of
@@ -98,8 +100,9 @@ def target_runs(
     routing = pipeline.routing
     reads = {}
     if routing is not None:
-        reads = {s.name: routing.reads(spark, s.name, s.data_schema(spark)) for s in specs}
-        assert_same_reads(reads, routing.expression)
+        with located(origin_of(pipeline) / "route_by"):  # the error names the config key
+            reads = {s.name: routing.reads(spark, s.name, s.data_schema(spark)) for s in specs}
+            assert_same_reads(reads, routing.expression)
         if pipeline.source.raw_format != "json":  # no record text to read a field from
             reads = {name: StructType([]) for name in reads}
     runs = []

@@ -32,11 +32,15 @@ if TYPE_CHECKING:
 
 
 class _Console(RunObserver):
-    """The stderr lines of a run: each batch as it commits, each failed or repaired check."""
+    """The stderr lines of a run: each batch as it commits (naming its table when the pipeline
+    routes into several), each failed or repaired check."""
+
+    def __init__(self, routed: bool = False) -> None:
+        self.routed = routed
 
     def committed(self, result: BatchResult) -> None:
         """Say how a batch landed."""
-        _show(result)
+        _show(result, result.table if self.routed else None)
 
     def audited(self, audit: CheckResult) -> None:
         """Say what a failed or repaired check found."""
@@ -100,7 +104,7 @@ def ingest(
     assert_pipeline_ready(spec_pipeline, trigger)
     spark = spark_for(cfg, context)
     observers = Observers(err.print)
-    observers.observers.append(_Console())
+    observers.observers.append(_Console(routed=spec_pipeline.routing is not None))
     observers.observers.append(
         BatchLog(cfg.home / BATCH_LOG, spec.name, spec_pipeline.app_id, spark=spark, warn=err.print)
     )
@@ -195,11 +199,12 @@ def _metrics(spark: SparkSession, pipeline: PipelineSpec, spec: TableSpec) -> Ba
     return metrics
 
 
-def _show(result: BatchResult) -> None:
-    """The one stderr line of a batch, as it commits."""
+def _show(result: BatchResult, table: str | None = None) -> None:
+    """The one stderr line of a batch, as it commits (`table`: the target it went into)."""
+    batch = f"batch {result.batch_id}" + (f" into {table}" if table else "")
     if result.status != "committed":
         where = f"version {result.version}; " if result.version is not None else ""
-        err.print(f"batch {result.batch_id}: {result.status} ({where}{result.note})")
+        err.print(f"{batch}: {result.status} ({where}{result.note})")
         return
     landed = (
         f"inserted {result.rows_inserted}, updated {result.rows_updated}, deleted "
@@ -214,7 +219,7 @@ def _show(result: BatchResult) -> None:
         else f"inserted {result.rows_inserted}, already present {result.rows_already_present}"
     )
     err.print(
-        f"batch {result.batch_id}: committed (read {result.rows_read}, {landed},"
+        f"{batch}: committed (read {result.rows_read}, {landed},"
         f" duplicates in batch {result.rows_duplicate_in_batch},"
         f" quarantined {result.rows_quarantined}, version {result.version}"
         + (f"; {result.note}" if result.note else "")
