@@ -23,10 +23,13 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from quality.records import RECORD_COLUMN, STRICT_JSON
+from tables.engine.jvm.conditions import has_condition
 from tables.errors import ConfigError, error_summary
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
+
+    from tables.spec import TableSpec
 
 #: Each record's route value, while a batch is routed (never landed).
 ROUTE_COLUMN = "_lh_route"
@@ -159,13 +162,24 @@ class Routing:
         )
 
     def _assert_resolves(self, spark: SparkSession, table: str, schema: StructType) -> None:
+        value = F.expr(self.expression).cast("string")
+        frame = spark.createDataFrame([], schema)
         try:
-            frame = spark.createDataFrame([], schema)
-            frame.where(F.expr(self.expression).cast("string").isin("")).schema  # noqa: B018
+            frame.where(value.isin("")).schema  # noqa: B018
         except AnalysisException as exc:
             raise ConfigError(
                 f"route_by {self.expression!r} cannot be evaluated on the records of table "
                 f"{table}: {error_summary(exc, limit=300)}"
+            ) from None
+        try:  # Spark refuses a non-deterministic expression in a join condition
+            frame.join(spark.range(0), on=value.isNotNull(), how="inner").schema  # noqa: B018
+        except AnalysisException as exc:
+            if not has_condition(exc, "INVALID_NON_DETERMINISTIC_EXPRESSIONS"):
+                raise
+            raise ConfigError(
+                f"route_by {self.expression!r} is not deterministic: each target reads the "
+                "batch on its own, so a record could go to two tables or none; route by the "
+                "record's own fields"
             ) from None
 
 
@@ -176,6 +190,22 @@ def _resolves(spark: SparkSession, expression: str, schema: StructType) -> bool:
     except AnalysisException:
         return False
     return True
+
+
+def assert_same_rules(specs: Sequence[TableSpec]) -> None:
+    """Raise ConfigError unless every target reads records alike (`max_record_bytes`,
+    `timestamp_unit`): a record one target could not read and another could would have two
+    routes."""
+    first = specs[0]
+    for spec in specs[1:]:
+        if spec.records != first.records:
+            raise ConfigError(
+                f"tables {first.name} and {spec.name} read records differently "
+                f"(max_record_bytes {first.records.max_record_bytes} and "
+                f"{spec.records.max_record_bytes}, timestamp_unit {first.records.timestamp_unit}"
+                f" and {spec.records.timestamp_unit}): the targets of a routed pipeline must "
+                "read a record alike, so that it has one route"
+            )
 
 
 def assert_same_reads(reads: Mapping[str, StructType], expression: str) -> None:

@@ -23,7 +23,7 @@ from ingest.config.where import located
 from ingest.isolation import without_culprits
 from ingest.maintenance import Upkeep
 from ingest.outcomes import outcomes_of
-from ingest.routing import assert_same_reads
+from ingest.routing import assert_same_reads, assert_same_rules
 from ingest.stream_commit import MicroBatch, StreamTarget, commit_stream_batch
 from quality.expectations import ExpectationGate
 from quality.malformed import classify_rows, with_raw_record
@@ -103,6 +103,7 @@ def target_runs(
         with located(origin_of(pipeline) / "route_by"):  # the error names the config key
             reads = {s.name: routing.reads(spark, s.name, s.data_schema(spark)) for s in specs}
             assert_same_reads(reads, routing.expression)
+            assert_same_rules(specs)
         if pipeline.source.raw_format != "json":  # no record text to read a field from
             reads = {name: StructType([]) for name in reads}
     runs = []

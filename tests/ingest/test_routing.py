@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from tables.delta.history import read_ledger
 from tables.delta.markers import committed_batch
 from tables.delta.writer import TableWriter
 from tables.errors import ConfigError, InjectedFaultError, TerminalError
+from tables.record_rules import RecordRules
 from tables.spec import TableSpec
 
 MakeTable = Callable[..., TableSpec]
@@ -168,6 +170,39 @@ def test_a_route_expression_a_target_cannot_read_stops_before_the_stream_in_one_
         caught.value
     )
     assert "\n" not in str(caught.value)
+    assert committed_batch(spark, clicks.name, job.app_id) is None
+
+
+@pytest.mark.parametrize(
+    ("expression", "bigger_limit", "message"),
+    [
+        ("CASE WHEN rand() > 0.5 THEN 'click' ELSE 'order' END", False, "is not deterministic"),
+        ("uuid()", False, "is not deterministic"),
+        ("lower(kind)", True, r"read records differently \(max_record_bytes"),
+    ],
+)
+def test_a_route_that_could_send_a_record_twice_is_refused_before_the_stream(
+    spark: SparkSession,
+    make_table: MakeTable,
+    tmp_path: Path,
+    expression: str,
+    bigger_limit: bool,
+    message: str,
+) -> None:
+    """Each target reads the batch on its own: a route that is not a function of the record,
+    or targets that read a record differently, could put it in two places or none."""
+    clicks = make_table(CLICKS_DDL)
+    rules = RecordRules(max_record_bytes=1 << 20)
+    orders = make_table(ORDERS_DDL, **({"records": rules} if bigger_limit else {}))
+    job = routed(tmp_path, clicks, orders)
+    assert job.routing is not None
+    routing = Routing(expression, job.routing.routes, job.routing.dead_letter)
+    drop(tmp_path / "landing", "a.json", [event("c1", "click")])
+
+    with pytest.raises(ConfigError, match=message) as caught:
+        run_pipeline(spark, replace(job, routing=routing), [clicks, orders])
+
+    assert "pipeline router: route_by: " in str(caught.value)
     assert committed_batch(spark, clicks.name, job.app_id) is None
 
 
