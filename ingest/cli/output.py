@@ -8,6 +8,7 @@ name, as wide as it takes; JSON and CSV always carry every column and every valu
 
 from __future__ import annotations
 
+import base64
 import csv
 import io
 import json
@@ -60,6 +61,10 @@ class View:
 
 
 def _plain(value: Any) -> Any:
+    """A value as JSON holds it: times in ISO 8601, decimals as text, bytes in base64 (as
+    Spark's `to_json` writes BINARY)."""
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(value).decode("ascii")
     if isinstance(value, datetime | date):
         return value.isoformat()
     if isinstance(value, Decimal):
@@ -131,7 +136,11 @@ def render(
         for r in rows:
             writer.writerow(
                 [
-                    json.dumps(_plain(v)) if isinstance(v := r.get(n), Mapping | list) else v
+                    json.dumps(_plain(v))
+                    if isinstance(v := r.get(n), Mapping | list)
+                    else _plain(v)
+                    if isinstance(v, bytes | bytearray)
+                    else v
                     for n in names
                 ]
             )

@@ -47,6 +47,17 @@ def test_values_are_text_not_markup() -> None:
     assert "[red]t" in text
 
 
+def test_binary_values_are_base64_in_every_format() -> None:
+    """A quarantined record's `_lh_raw_bytes` (bytes that are not UTF-8) prints as Spark's
+    `to_json` writes BINARY, never as a Python repr or a JSON error."""
+    rows = [{"raw": bytearray(b"\xff\xfeA"), "nested": [b"\x00"]}]
+
+    assert json.loads(render(rows, OutputFormat.json)) == [{"raw": "//5B", "nested": ["AA=="]}]
+    assert "//5B" in render(rows, OutputFormat.csv)
+    assert "//5B" in render(rows, OutputFormat.table)
+    assert "bytearray" not in render(rows, OutputFormat.table)
+
+
 def test_stderr_lines_never_wrap(capsys: pytest.CaptureFixture[str]) -> None:
     line = "batch 7: skipped (" + "x" * 300 + ")"
 
