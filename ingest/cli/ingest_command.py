@@ -156,19 +156,24 @@ def ingest(
 
 
 def _routed_summary(report: RunReport) -> str:
-    """The summary of a routed pipeline's run: batches, then rows per target, then the rest."""
+    """The summary of a routed pipeline's run: its batches (as its first target saw them), the
+    rows of each target, then the records no route took."""
     tables: dict[str, list[BatchResult]] = {}
     for result in report.results:
         tables.setdefault(result.table, []).append(result)
-    batches = len(tables[next(iter(tables))]) if tables else 0
+    first = tables.get(report.table, [])
     per_table = "; ".join(
         f"{table}: {sum(r.rows_inserted for r in results)} inserted, "
         f"{sum(r.rows_quarantined for r in results)} quarantined"
         for table, results in tables.items()
     )
+    statuses = ", ".join(
+        f"{sum(1 for r in first if r.status == status)} {status}"
+        for status in ("committed", "skipped", "empty")
+    )
     return (
-        f"{report.pipeline}: {batches} batches into {len(tables)} tables"
-        + (f" ({per_table})" if per_table else "")
+        f"{report.pipeline}: {len(first)} batches ({statuses})"
+        + (f" into {len(tables)} tables ({per_table})" if per_table else "")
         + f", {report.dead_letters} not routed into {report.dead_letter_table}, "
         f"{len(report.failed_audits)} failed check(s)"
     )

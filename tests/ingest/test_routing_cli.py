@@ -125,8 +125,15 @@ def test_a_routed_pipeline_through_the_cli_ingest_status_verify_and_replay(
 
     assert ingested.exit_code == 0, ingested.output
     assert (
-        "router: 1 batches into 2 tables (r_clicks: 1 inserted, 0 quarantined; r_orders: 2 "
-        "inserted, 0 quarantined), 1 not routed into router_unrouted" in ingested.stdout
+        "router: 1 batches (1 committed, 0 skipped, 0 empty) into 2 tables (r_clicks: 1 "
+        "inserted, 0 quarantined; r_orders: 2 inserted, 0 quarantined), 1 not routed into "
+        "router_unrouted" in ingested.stdout
+    )
+    again = runner.invoke(app, ["ingest", "-c", str(config)])
+    assert again.exit_code == 0, again.output
+    assert (
+        "router: 0 batches (0 committed, 0 skipped, 0 empty), 0 not routed into router_unrouted"
+        in again.stdout
     )
     assert spark.table("router_unrouted").count() == 1
     for table, rows in (("r_clicks", 1), ("r_orders", 2)):
