@@ -63,9 +63,13 @@ class Routing:
             raise ValueError("route_by must be a column name or a SQL expression, got ''")
         if not self.routes:
             raise ValueError("a routed pipeline needs at least one route")
-        values = [value for route in self.routes for value in route.values]
-        if len(set(values)) != len(values):
-            raise ValueError(f"a route value is given twice: {sorted(values)}")
+        if len(set(self.values)) != len(self.values):
+            raise ValueError(f"a route value is given twice: {sorted(self.values)}")
+
+    @property
+    def values(self) -> tuple[str, ...]:
+        """Every route value, in the routes' order."""
+        return tuple(value for route in self.routes for value in route.values)
 
     @property
     def tables(self) -> tuple[str, ...]:
@@ -133,14 +137,13 @@ class Routing:
 
     def unrouted(self, rows: DataFrame, fields: StructType) -> DataFrame:
         """The rows no route takes (a NULL value included), ROUTE_COLUMN kept for `reason`."""
-        values = [value for route in self.routes for value in route.values]
         route = F.col(ROUTE_COLUMN)
-        return self.routed(rows, fields).where(route.isNull() | ~route.isin(*values))
+        return self.routed(rows, fields).where(route.isNull() | ~route.isin(*self.values))
 
     def reason(self, read_reason: Column) -> Column:
         """Why an unrouted record is in the dead-letter table: the reader's reason for a record
         it could not read, else its route value (cut short) and the values routes take."""
-        taken = ", ".join(repr(value) for route in self.routes for value in route.values)
+        taken = ", ".join(repr(value) for value in self.values)
         value = F.col(ROUTE_COLUMN)
         shown = F.when(
             F.length(value) > _SHOWN_VALUE_CHARS,
