@@ -42,6 +42,7 @@ from ingest.commit.batch_result import BatchResult
 from quality.check_results import FLUSH_EVERY
 from tables.delta.provision import ensure_table
 from tables.engine.class_archive import ARCHIVE_ENV
+from tables.engine.jvm import code_compilations
 from tables.engine.session import get_spark
 from tables.spec import TableSpec
 
@@ -57,6 +58,19 @@ def counting_jobs(spark: SparkSession, action: Action, counts: list[int]) -> Act
             return action(i)
         finally:
             counts.append(len(tracker.getJobIdsForGroup(group)))
+
+    return counted
+
+
+def counting_compilations(spark: SparkSession, action: Action, counts: list[int]) -> Action:
+    """`action`; each run's count of code compilations in the driver JVM goes to `counts`."""
+
+    def counted(i: int) -> object:
+        before = code_compilations(spark)
+        try:
+            return action(i)
+        finally:
+            counts.append(code_compilations(spark) - before)
 
     return counted
 
@@ -182,12 +196,15 @@ def _measure(
     # Steady-state stream batches (a round of them, with the outcomes' append), a bare commit,
     # a plain append, Delta's own idempotent append. Round sides are divided by their batches.
     exactly_once, jobs, stream_jobs = spec("bench_eo"), list[int](), list[int]()
+    compiled: list[int] = []
     parts: dict[str, list[float]] = {"commit": [], "audit": [], "append of outcomes": []}
     per_round = args.stream_round
     rounds = interleaved(
         {
-            "stream": stream_rounds(
-                spark, spec("bench_stream"), rows, per_round, parts, stream_jobs
+            "stream": counting_compilations(
+                spark,
+                stream_rounds(spark, spec("bench_stream"), rows, per_round, parts, stream_jobs),
+                compiled,
             ),
             "txn_rounds": per_batch(
                 appender(spark, spec("bench_txn_r"), rows, idempotent=True), per_round
@@ -233,6 +250,9 @@ def _measure(
         statistics.median(stream_jobs[1:]) / per_round,
     )
     report.note("spark_jobs_per_bare_commit", statistics.median(jobs[1:]))
+    # With Spark's default of 100 compiled classes kept, a batch compiled its plans again each
+    # time (spark.sql.codegen.cache.maxEntries in tables/engine/session.py).
+    report.note("code_compilations_per_stream_batch", statistics.median(compiled[1:]) / per_round)
     report.note(
         "seconds: commit, plain append, idempotent append, stream batch (commit + audit + "
         "outcomes' append, per batch)",

@@ -71,6 +71,12 @@ EMBEDDED_DEFAULTS: Mapping[str, str] = MappingProxyType(
         "spark.ui.retainedStages": "100",
         "spark.ui.retainedTasks": "2000",
         "spark.sql.ui.retainedExecutions": "50",
+        # Spark compiles the code of each plan shape once and keeps 100 compiled classes; one
+        # stream batch (read, classify, MERGE, audit, outcomes, Delta's own state queries) has
+        # more shapes than that, so every batch compiled them again: 58 compilations per
+        # available-now run of one batch, 2 with room for 2,000 (about 3.4 s -> 2.8 s a run here;
+        # docs/benchmarks.md#compiled-code-cache).
+        "spark.sql.codegen.cache.maxEntries": "2000",
         "spark.sql.adaptive.enabled": "false",
         "spark.python.sql.dataFrameDebugging.enabled": "false",
     }

@@ -101,3 +101,13 @@ def gateway_process(spark: SparkSession) -> Any:
     """The `Popen` of the session's gateway JVM: its exit is this process's to wait for."""
     gateway(spark, "waiting for the driver JVM")
     return getattr(spark.sparkContext._gateway, "proc", None)
+
+
+def code_compilations(spark: SparkSession) -> int:
+    """How many generated classes this driver JVM has compiled (Spark's CodegenMetrics).
+
+    Spark counts its compilations only in a metrics source, which no Python API reads; `make
+    bench` reports them per stream batch to show the compiled-code cache holding a batch's plans.
+    """
+    metrics = gateway(spark, "counting compiled code").org.apache.spark.metrics.source
+    return int(metrics.CodegenMetrics.METRIC_COMPILATION_TIME().getCount())
