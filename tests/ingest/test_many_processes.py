@@ -4,8 +4,8 @@ For a minute or more (until each command below has run at least once), each in i
 and JVM: a continuous ingest of pipeline A, a second continuous ingest into A's table under
 another app id (C), available-now runs of pipeline B into another table one after another with
 `optimize` between them, a loop of counts (`lakehouse sql` and `lakehouse status` taking
-turns, and JDBC through `lakehouse serve` every turn), and the read and admin commands `history`, `quality`, `apps`,
-`vacuum --dry-run` and `check --full` beside the writers.
+turns, and JDBC through `lakehouse serve` every turn), and the read and admin commands
+`history`, `quality`, `apps`, `vacuum --dry-run` and `check --full` beside the writers.
 
 Every command must succeed. The counts are read one after another, so for every app of both
 tables, whoever reads them: a count is whole batches, never goes down, holds every batch its
