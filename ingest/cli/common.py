@@ -25,6 +25,12 @@ R = TypeVar("R")
 EXIT_TERMINAL = 1
 EXIT_TRANSIENT = 75
 EXIT_INTERRUPTED = 130
+#: A failure that is the driver JVM's end (a task's VirtualMachineError ends it, as does an OOM
+#: kill): transient, the next run goes on exactly once.
+JVM_LOST = (
+    "the Spark driver JVM was lost (its log in <home>/logs/spark-driver.log says why); "
+    "run the command again"
+)
 
 #: Progress and batch lines: never wrapped (one line per batch whatever the terminal's width,
 #: also when stderr is a file or a pipe, where Rich would wrap at 80 columns), no markup.
@@ -65,6 +71,12 @@ def handle_errors(func: Callable[P, R]) -> Callable[P, R]:
         except Exception as exc:
             if os.environ.get("LAKEHOUSE_DEBUG"):
                 raise
+            # Deferred: PySpark loads only when a command has failed.
+            from tables.engine.jvm import is_jvm_lost
+
+            if is_jvm_lost(exc):
+                err.print(f"error: {JVM_LOST}", markup=False, soft_wrap=True)
+                raise typer.Exit(EXIT_TRANSIENT) from exc
             summary = error_summary(exc)
             err.print(
                 f"error: {type(exc).__name__}: {summary} (LAKEHOUSE_DEBUG=1 for details)",

@@ -9,10 +9,12 @@ import time
 from pathlib import Path
 
 import pytest
+import typer
 from pyspark.sql import SparkSession
 from typer.testing import CliRunner
 
 from ingest.cli.commands import app
+from ingest.cli.common import EXIT_TRANSIENT, handle_errors
 
 runner = CliRunner()
 
@@ -235,3 +237,30 @@ def test_sql_stops_a_statement_past_its_time_in_one_line(
     # The session goes on: the next statement runs.
     after = runner.invoke(app, ["sql", "SELECT 1 AS one", "-f", "json", "-c", config])
     assert (after.exit_code, json.loads(after.stdout)) == (0, [{"one": 1}])
+
+
+@pytest.mark.parametrize(
+    "lost",
+    [
+        ConnectionRefusedError(111, "Connection refused"),
+        RuntimeError("Answer from Java side is empty"),
+    ],
+)
+def test_a_lost_driver_jvm_is_one_transient_line(
+    lost: Exception, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Where a command meets the JVM's end outside a batch (a task's VirtualMachineError ends
+    the driver), it says so in one line and exits 75 (run again), not with py4j's error."""
+
+    @handle_errors
+    def command() -> None:
+        try:
+            raise lost
+        except Exception as exc:
+            raise ValueError("a py4j call failed") from exc
+
+    with pytest.raises(typer.Exit) as exit_info:
+        command()
+    assert exit_info.value.exit_code == EXIT_TRANSIENT
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error: the Spark driver JVM was lost (its log in <home>/logs/")
