@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -25,11 +26,39 @@ from tables.delta.history import table_version
 from tables.delta.ledger import admin_metadata
 from tables.delta.table import table_detail
 from tables.delta.writer import SpeedDevices, TableWriter
+from tables.engine.jvm import code_compilations
 from tables.spec import TableSpec
 
 SCHEMA = "event_id STRING NOT NULL, user_id STRING, amount DOUBLE, event_time TIMESTAMP"
 START = datetime(2026, 1, 1)
 Action = Callable[[int], object]
+#: The stage of the job Delta's `Snapshot.transactions` runs to rebuild a new version's state
+#: before an idempotent write checks its marker (delta-io/delta#4708; the commit prefetches it).
+STATE_REBUILD_STAGE = "transactions at "
+
+
+class JobCount(NamedTuple):
+    """A job group's Spark jobs, and how many of them are Delta's state rebuild."""
+
+    total: int
+    state_rebuilds: int
+
+
+def jobs_of_group(spark: SparkSession, group: str) -> JobCount:
+    """Count the Spark jobs run in `group` (threads started from it included), by kind.
+
+    Read right after the group's work: Spark keeps the last 100 jobs and stages of an embedded
+    session (`tables/engine/session.py`), so a job whose stages are gone counts as not Delta's.
+    """
+    tracker = spark.sparkContext.statusTracker()
+    ids = tracker.getJobIdsForGroup(group)
+    rebuilds = 0
+    for job in ids:
+        info = tracker.getJobInfo(job)
+        stages = [tracker.getStageInfo(stage) for stage in (info.stageIds if info else [])]
+        if any(s is not None and s.name.startswith(STATE_REBUILD_STAGE) for s in stages):
+            rebuilds += 1
+    return JobCount(len(ids), rebuilds)
 
 
 def batch(spark: SparkSession, first: int, rows: int, days: float = 0.0) -> DataFrame:
@@ -169,7 +198,7 @@ def stream_rounds(
     rows: int,
     per_round: int,
     parts: dict[str, list[float]],
-    jobs: list[int],
+    jobs: list[JobCount],
     devices: SpeedDevices | None = None,
 ) -> Action:
     """`per_round` batches as `lakehouse ingest` runs them in a stream, then its outcomes append.
@@ -180,7 +209,6 @@ def stream_rounds(
     append more often than a stream would). Returns the round's time per batch via the caller.
     `devices` switches the writer's speed devices (all on by default).
     """
-    tracker = spark.sparkContext.statusTracker()
     outcomes = outcomes_of(spark, table, "s")
     writer = TableWriter(spark, table, "s", devices=devices or SpeedDevices())  # carries over
     counter = iter(range(10**9))
@@ -201,7 +229,45 @@ def stream_rounds(
             outcomes.flush()
             parts["append of outcomes"].append(time.perf_counter() - started)
         finally:
-            jobs.append(len(tracker.getJobIdsForGroup(group)))
+            jobs.append(jobs_of_group(spark, group))
+        return None
+
+    return run
+
+
+def counting_jobs(spark: SparkSession, action: Action, counts: list[JobCount]) -> Action:
+    """`action`, run in a Spark job group of its own; each run's job count goes to `counts`."""
+
+    def counted(i: int) -> object:
+        group = f"bench-{time.monotonic_ns()}"
+        spark.sparkContext.setJobGroup(group, group)
+        try:
+            return action(i)
+        finally:
+            counts.append(jobs_of_group(spark, group))
+
+    return counted
+
+
+def counting_compilations(spark: SparkSession, action: Action, counts: list[int]) -> Action:
+    """`action`; each run's count of code compilations in the driver JVM goes to `counts`."""
+
+    def counted(i: int) -> object:
+        before = code_compilations(spark)
+        try:
+            return action(i)
+        finally:
+            counts.append(code_compilations(spark) - before)
+
+    return counted
+
+
+def per_batch(action: Action, batches: int) -> Action:
+    """`action` repeated `batches` times, so its median compares with a round of `batches`."""
+
+    def run(i: int) -> object:
+        for j in range(batches):
+            action(i * batches + j)
         return None
 
     return run
