@@ -1,22 +1,19 @@
 """`make soak`: one continuous ingest for thousands of batches; does it stay as fast and as small?
 
-One `lakehouse ingest --trigger "1 second"` process (`--trigger`) runs on a project of its own;
-this process drops one small JSON file each time a batch settles (one batch in flight, a steady
-rate) and samples every batch: its seconds by stage (from `<home>/logs/batches.jsonl`), the
-driver's Python RSS, the driver JVM's RSS, open file descriptors and threads, the table's
-`_delta_log` file count and the checkpoint's size; every `--heap-every` batches the JVM's live
-heap (`jcmd GC.class_histogram`, after a full GC). At a tenth of the run and at its end it counts
-the threads by name and (unless `--no-commands`) times `lakehouse status` and `verify` in
-another process. The ratios compare the end with the start, each against its goal (issue 36):
-batch latency p50 of the last fifteenth ÷ batches N/30..N/10, heap and RSS at N ÷ at N/10,
-status and verify at N ÷ at N/10. Writes `bench/results/soak.json` and `soak.png`. Not in CI:
-3,000 batches take about two hours here (`--batches 300` for a quick look; the slow tier's
-tests/test_soak.py runs that).
+One `lakehouse ingest --trigger "1 second"` process runs on a project of its own; this process
+drops one small JSON file each time a batch settles and samples every batch: seconds by stage
+(`<home>/logs/batches.jsonl`), Python and JVM RSS, descriptors, threads, `_delta_log` files,
+checkpoint bytes; every `--heap-every` batches the JVM's live heap (after a full GC). At a tenth
+of the run and at its end: threads by name and the seconds of `lakehouse status` and `verify`.
+Each ratio compares the end with the start against its goal (issue 36; docs/benchmarks.md).
+Writes `bench/results/soak.json` and `soak.png`. Not in CI: 3,000 batches take 1.5-2 hours
+here (tests/test_soak.py runs 100 in the slow tier).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -80,10 +77,15 @@ def project(root: Path, optimize_every: int) -> None:
     )
 
 
-def drop(landing: Path, n: int) -> None:
+def event_id(n: int, i: int, ordered: bool) -> str:
+    """Row `i` of file `n`'s key: zero-padded (text order is arrival order) or not (`e1000-0`)."""
+    return f"e{n:08d}-{i:03d}" if ordered else f"e{n}-{i}"
+
+
+def drop(landing: Path, n: int, ordered: bool = True) -> None:
     """Land file `n` atomically: ROWS_PER_FILE new events."""
     text = "".join(
-        json.dumps({"event_id": f"e{n}-{i}", "amount": float(i)}) + "\n"
+        json.dumps({"event_id": event_id(n, i, ordered), "amount": float(i)}) + "\n"
         for i in range(ROWS_PER_FILE)
     )
     staging = landing / f".{n:06d}.tmp"
@@ -174,8 +176,14 @@ def thread_names(pid: int) -> dict[str, int]:
 
 
 def tree_size(path: Path) -> int:
-    """Bytes of the files under `path`."""
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    """Bytes of the files under `path`; a file renamed or removed while it is walked (Spark's
+    checkpoint writes a temporary file and renames it) counts as absent."""
+    total = 0
+    for folder, _, names in os.walk(path):
+        for name in names:
+            with contextlib.suppress(FileNotFoundError):
+                total += os.stat(os.path.join(folder, name)).st_size
+    return total
 
 
 def settled_batches(log: Path, ingest: subprocess.Popen[str]) -> Iterator[dict[str, Any]]:
@@ -226,6 +234,8 @@ class Plan:
     trigger: str = "1 second"
     commands: bool = True
     """Time `lakehouse status` and `verify` at the early and the last batch."""
+    ordered_keys: bool = True
+    """Time-ordered keys, or keys whose text order is not their arrival order (DESIGN's limits)."""
 
 
 def soak(plan: Plan, root: Path) -> dict[str, Any]:
@@ -242,13 +252,13 @@ def soak(plan: Plan, root: Path) -> dict[str, Any]:
     threads: dict[int, dict[str, dict[str, int]]] = {}
     classes: dict[int, dict[str, float]] = {}
     try:
-        drop(root / "landing", 0)
+        drop(root / "landing", 0, plan.ordered_keys)
         for record in settled_batches(home / "logs" / "batches.jsonl", ingest):
             batch_id = int(record["batch_id"])
             if record["status"] == "failed":
                 raise RuntimeError(f"batch {batch_id} failed: {record.get('error')}")
             if batch_id + 1 < batches:
-                drop(root / "landing", batch_id + 1)
+                drop(root / "landing", batch_id + 1, plan.ordered_keys)
             jvm = driver_jvm(ingest.pid)
             sample = Sample(
                 batch_id=batch_id,
@@ -305,6 +315,7 @@ def soak(plan: Plan, root: Path) -> dict[str, Any]:
         "batches": batches,
         "optimize_every": plan.optimize_every,
         "trigger": plan.trigger,
+        "ordered_keys": plan.ordered_keys,
         "ratios": ratios,
         "timings": {str(k): v for k, v in timings.items()},
         "threads": {str(k): v for k, v in threads.items()},
@@ -347,6 +358,8 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="do not time status and verify (the slow tier's run asserts only on growth)",
     )
+    keys_help = "keys whose text order is not their arrival order (e1000-0 < e99-9)"
+    parser.add_argument("--unordered-keys", action="store_true", help=keys_help)
     parser.add_argument("--out", type=Path, default=RESULTS / "soak.json")
     arguments = parser.parse_args(argv)
     if arguments.batches < 30:
@@ -363,6 +376,7 @@ def main(argv: list[str] | None = None) -> int:
             early_at=arguments.early_at or max(1, arguments.batches // 10),
             trigger=arguments.trigger,
             commands=not arguments.no_commands,
+            ordered_keys=not arguments.unordered_keys,
         )
         report = soak(plan, root)
     except BaseException:
