@@ -24,7 +24,7 @@ from urllib.parse import urlparse
 
 from tables.engine.connectors import cache_root, dependency, maven_fetch
 from tables.engine.java_classes import logstore_jar
-from tables.errors import ConfigError
+from tables.errors import ConfigError, SessionError
 from tables.identifiers import shorten
 
 #: The Hadoop of PySpark 4.1.4's `hadoop-client-api`; S3A must match it.
@@ -46,8 +46,14 @@ LOG_STORE_CLASS = "lakehouse.ConditionalS3ALogStore"
 #: Delta's DynamoDB log store, which a user may have installed instead (`log_store = "dynamodb"`).
 DYNAMODB_LOG_STORE_CLASS = "io.delta.storage.S3DynamoDBLogStore"
 LOG_STORE_CONF = "spark.delta.logStore.s3a.impl"
+#: The log store of `file:` tables: Delta's, with a listing that reads names before statuses.
+LOCAL_LOG_STORE_CLASS = "lakehouse.LocalListingLogStore"
+LOCAL_LOG_STORE_CONF = "spark.delta.logStore.file.impl"
 #: The `log_store` the config declared, as the session carries it for `assert_safe_log_store`.
 DECLARED_LOG_STORE_CONF = "spark.lakehouse.storage.logStore"
+#: Delta's `S3SingleDriverLogStore`, which the conditional store extends, lists `_delta_log` from
+#: a start key (S3A's StartAfter) when set; the DynamoDB store lists as before.
+FAST_LIST_CONF = "spark.hadoop.delta.enableFastS3AListFrom"
 #: Delta 4.4's check that recognises its own commit (`commitInfo.txnId`) at a version it was
 #: told is taken: a second safety net behind the write id.
 IDEMPOTENCY_CHECK_CONF = "spark.databricks.delta.commit.idempotencyCheck.enabled"
@@ -103,6 +109,11 @@ class StorageSpec:
             # Delta's data and checksum files have new names, and a commit file's create is
             # the log store's conditional PUT, which the store itself decides.
             "spark.hadoop.fs.s3a.create.performance": "true",
+            # Delta lists the log from its last checkpoint at every snapshot update; without
+            # this, S3A pages through every key of `_delta_log` (1,000 a request), so each
+            # listing of a long stream's log grows with it. With it, one LIST from a start key
+            # (tests/tables/test_object_store.py compares both listings on a 2,729-key log).
+            FAST_LIST_CONF: "true",
             IDEMPOTENCY_CHECK_CONF: "true",
             DECLARED_LOG_STORE_CONF: self.log_store,
         }
@@ -186,6 +197,18 @@ def object_store_jars() -> list[Path]:
     storage JAR it extends (the driver's class path holds the store, so it holds its parent)."""
     storage = delta_storage_jars()
     return [*fetch_s3_jars(), *storage, logstore_jar(storage)]
+
+
+def local_log_store() -> tuple[list[Path], dict[str, str]]:
+    """The JARs and the setting that give `file:` tables the listing log store
+    (`java/logstore/LocalListingLogStore.java`): a commit's listings of `_delta_log` no longer
+    grow with the log's length. Without a JDK's javac, none: Delta's own store lists them."""
+    storage = delta_storage_jars()
+    try:
+        jar = logstore_jar(storage)
+    except SessionError:
+        return [], {}
+    return [*storage, jar], {LOCAL_LOG_STORE_CONF: LOCAL_LOG_STORE_CLASS}
 
 
 def delta_storage_jars() -> list[Path]:

@@ -39,7 +39,7 @@ from tables.engine.connectors import (
 from tables.engine.java_classes import project_jar
 from tables.engine.jvm import gateway_process, is_classic, is_jvm_running, stop_active_context
 from tables.engine.metastore import schema_ready
-from tables.engine.object_store import object_store_jars
+from tables.engine.object_store import local_log_store, object_store_jars
 from tables.engine.secrets import secrets_for_launch, split_secrets
 from tables.engine.serve_token import authenticated_url, client_token, connect_failure
 from tables.engine.sizing import embedded_sizing, local_cores
@@ -192,9 +192,12 @@ def embedded_settings(
     Kafka's connector if asked. The embedded session and the Spark Connect server that `lakehouse
     serve` starts are configured from here, so both see the same tables the same way.
     """
-    # The driver's own class path: the metastore's JDBC driver (DataNucleus loads it there) and
-    # the read-only guard (the JDBC server's threads load SQL extensions there).
-    driver_jars = [str(jar) for jar in (*driver_classpath, *catalog.jars())]
+    # The driver's own class path: the metastore's JDBC driver (DataNucleus loads it there), the
+    # read-only guard (the JDBC server's threads load SQL extensions there) and the log store of
+    # local tables with Delta's storage JAR it extends (an S3 session's JARs hold these too).
+    store_jars, store_conf = local_log_store()
+    found = (*driver_classpath, *catalog.jars(), *store_jars)
+    driver_jars = [str(jar) for jar in dict.fromkeys(found)]
     extensions = delta_conf()["spark.sql.extensions"]
     classes = _project_jar()
     if classes is not None:
@@ -207,6 +210,7 @@ def embedded_settings(
         "spark.sql.extensions": extensions,
         HOME_CONF: str(home),
         **catalog.session_conf(home),
+        **store_conf,
         "spark.driver.extraJavaOptions": f"-Dlog4j.configurationFile={_LOG4J_CONFIG}",
         **EMBEDDED_DEFAULTS,
         **embedded_sizing(local_cores(master, os.cpu_count())),

@@ -29,7 +29,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.object_store]
 
 RACERS = 8
 ROUNDS = 200
-DRIVER = Path(__file__).resolve().parents[1] / "support" / "java" / "LogStoreRace.java"
+DRIVERS = Path(__file__).resolve().parents[1] / "support" / "java"
+LOG_VERSIONS = 1_300  # json and crc per version, a checkpoint every 10: 2,730 keys, 3 pages
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +42,8 @@ def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
 @pytest.fixture(scope="module")
 def classpath() -> str:
     jars = object_store_jars()
-    driver = compiled_jar("lakehouse-test-race", [DRIVER], jars)
+    drivers = [DRIVERS / "LogStoreRace.java", DRIVERS / "LogStoreListing.java"]
+    driver = compiled_jar("lakehouse-test-race", drivers, jars)
     spark_jars = Path(pyspark.__file__).parent / "jars" / "*"
     return os.pathsep.join([str(driver), *map(str, jars), str(spark_jars)])
 
@@ -117,3 +119,74 @@ def test_an_ambiguous_put_is_settled_by_the_write_id_both_ways(
     # A version another writer holds stays theirs, whatever our PUT's fate was.
     taken = race(s3, classpath, f"{bucket}/landed/_delta_log", 1, 5, "lost-response")
     assert taken == {"r0": ["TAKEN"] * 5}
+
+
+def test_a_long_log_is_listed_from_its_checkpoint_in_one_request_with_the_same_files(
+    s3: S3Server, classpath: str
+) -> None:
+    """Delta lists a log from its last checkpoint at every snapshot update; S3A's plain listing
+    pages through every key of `_delta_log` (1,000 a request), so a long stream's listing grows
+    with its log. Sessions turn on Delta's fast listing (`delta.enableFastS3AListFrom`: a start
+    key), which must return exactly what the full listing returns."""
+    bucket = s3.bucket("listing")
+    log = s3.root / "data" / "listing" / "table" / "_delta_log"
+    log.mkdir(parents=True)
+    for version in range(LOG_VERSIONS):
+        (log / f"{version:020d}.json").write_text("{}" * (version % 7 + 1))
+        (log / f"{version:020d}.crc").write_text("{}")
+        if version % 10 == 0:
+            (log / f"{version:020d}.checkpoint.parquet").write_bytes(b"x" * version)
+    (log / "_last_checkpoint").write_text("{}")
+    starts = [
+        f"{0:020d}.json",
+        f"{LOG_VERSIONS - 10:020d}.checkpoint.parquet",
+        f"{LOG_VERSIONS - 1:020d}.json",
+        f"{LOG_VERSIONS:020d}.json",
+    ]
+
+    def listed(mode: str) -> dict[str, tuple[int, str]]:
+        done = subprocess.run(
+            [
+                "java",
+                f"-Dendpoint={s3.endpoint}",
+                "-Dlog4j2.level=ERROR",
+                "-cp",
+                classpath,
+                "LogStoreListing",
+                f"{bucket}/table/_delta_log",
+                mode,
+                *starts,
+            ],
+            capture_output=True,
+            text=True,
+            env={**os.environ, **s3.credentials()},
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        found = {}
+        for line in done.stdout.splitlines():
+            start, requests, names = [*line.split(" ", 2), ""][:3]
+            found[start] = (int(requests), names)
+        return found
+
+    fast, full = listed("fast"), listed("full")
+
+    assert {start: names for start, (_, names) in fast.items()} == {
+        start: names for start, (_, names) in full.items()
+    }
+    everything = fast[starts[0]][1].split(",")
+    # all but version 0's checkpoint and crc (their names sort before its json), and the pointer
+    assert len(everything) == LOG_VERSIONS * 2 + LOG_VERSIONS // 10 - 2 + 1
+    tail = fast[starts[1]][1].split(",")
+    assert tail[0] == f"{LOG_VERSIONS - 10:020d}.checkpoint.parquet:{LOG_VERSIONS - 10}"
+    # the checkpoint, 10 versions' json and crc, _last_checkpoint
+    assert len(tail) == 1 + 2 * 10 + 1
+    assert fast[starts[3]][1] == "_last_checkpoint:2"
+    requests = {
+        mode: [found[start][0] for start in starts]
+        for mode, found in (("fast", fast), ("full", full))
+    }
+    # Every page of the log (1,000 keys a page), each time; from a late start, the directory's
+    # existence check and one page.
+    assert min(requests["full"]) >= 3, requests
+    assert requests["fast"][1:] == [2, 2, 2], requests
