@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Literal, get_args
 from urllib.parse import urlparse
 
-from tables.engine.connectors import cache_root, dependency, maven_fetch
+from tables.engine.connectors import cache_root, cached_delta_classpath, dependency, maven_fetch
 from tables.engine.java_classes import logstore_jar
 from tables.errors import ConfigError, SessionError
 from tables.identifiers import shorten
@@ -202,8 +202,15 @@ def object_store_jars() -> list[Path]:
 def local_log_store() -> tuple[list[Path], dict[str, str]]:
     """The JARs and the setting that give `file:` tables the listing log store
     (`java/logstore/LocalListingLogStore.java`): a commit's listings of `_delta_log` no longer
-    grow with the log's length. Without a JDK's javac, none: Delta's own store lists them."""
-    storage = delta_storage_jars()
+    grow with the log's length.
+
+    The store is compiled against a Delta storage JAR already on this machine, never one fetched
+    for it: a plain local session needs no Maven. None without one (the first session on a
+    machine, before Ivy resolved Delta), or without a JDK's javac: Delta's own store lists then.
+    """
+    storage = delta_storage_jars(fetch=False)
+    if not storage:
+        return [], {}
     try:
         jar = logstore_jar(storage)
     except SessionError:
@@ -211,11 +218,21 @@ def local_log_store() -> tuple[list[Path], dict[str, str]]:
     return [*storage, jar], {LOCAL_LOG_STORE_CONF: LOCAL_LOG_STORE_CLASS}
 
 
-def delta_storage_jars() -> list[Path]:
-    """Delta's storage JAR (the `LogStore` API) of the installed delta-spark, fetched alone."""
+def delta_storage_jars(*, fetch: bool = True) -> list[Path]:
+    """Delta's storage JAR (the `LogStore` API) of the installed delta-spark, fetched alone.
+
+    With `fetch=False`, the one fetched before, else the one Ivy resolved for Delta's session
+    (`cached_delta_classpath`), else none.
+    """
     delta = version("delta-spark")
-    storage = maven_fetch(
-        cache_root() / f"delta-storage-{delta}",
-        (dependency("io.delta", "delta-storage", delta, alone=True),),
-    )
+    target = cache_root() / f"delta-storage-{delta}"
+    if not fetch:
+        fetched = sorted((target / "jars").glob("*.jar"))  # the directory of a finished fetch
+        resolved = [
+            jar
+            for jar in cached_delta_classpath() or []
+            if jar.name.endswith(f"delta-storage-{delta}.jar")
+        ]
+        return fetched or resolved
+    storage = maven_fetch(target, (dependency("io.delta", "delta-storage", delta, alone=True),))
     return sorted(storage.glob("*.jar"))
