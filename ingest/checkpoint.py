@@ -213,6 +213,24 @@ def hold_checkpoint(spark: SparkSession, checkpoint: str) -> Iterator[list[str]]
         yield removed
 
 
+def remove_stopped_query_temp_files(spark: SparkSession, checkpoint: str) -> list[str]:
+    """Delete the temp files this run's own stopped query left; the names deleted.
+
+    Spark plans the next batch as soon as it has checkpointed one: a stop between batches can
+    interrupt it writing the next offsets entry, leaving its temp file. Call it only inside
+    `hold_checkpoint` and after the query has stopped: then nothing else writes in the
+    checkpoint. Where `hold_checkpoint` cannot tell that (a store with no lock, or one Spark
+    Connect lists) the files stay, and the next run deals with them as with a killed run's.
+    """
+    local = local_path(checkpoint)
+    if local is None and not (is_classic(spark) and is_object_store(checkpoint)):
+        return []
+    leftovers = leftover_temp_files(spark, checkpoint)
+    for name in leftovers:
+        delete(spark, name)
+    return leftovers
+
+
 @contextlib.contextmanager
 def holding(
     path: Path, holder: str, in_use: Callable[[str], Exception], tries: int = 20

@@ -30,7 +30,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ingest.checkpoint import last_committed_batch
+from ingest.checkpoint import last_committed_batch, remove_stopped_query_temp_files
 from ingest.commit.batch_result import BatchResult, BatchStatus, result_from_entry
 from ingest.maintenance import Upkeep
 from ingest.outcomes import audit_after_commit, outcomes_of
@@ -217,6 +217,8 @@ class RemoteStream:
                     self._report(spark, batch_base, query, progress)
                     if stop.requested:
                         _stop_when_idle(query)
+                        if not query.isActive:
+                            remove_stopped_query_temp_files(spark, pipeline.checkpoint)
                         break
             except Exception as exc:
                 decoded = decode_error(str(exc))

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ingest.admin.apps import finish_reset, pending_reset
-from ingest.checkpoint import hold_checkpoint
+from ingest.checkpoint import hold_checkpoint, remove_stopped_query_temp_files
 from ingest.commit.batch_result import BatchResult
 from ingest.config.checks import assert_pipeline_ready, origin_of
 from ingest.config.where import located
@@ -279,6 +279,8 @@ class _Run:
                     stop.stop_between_batches(
                         query, lambda batch: _is_checkpointed(spark, pipeline.checkpoint, batch)
                     )
+                    if not query.isActive:
+                        remove_stopped_query_temp_files(spark, pipeline.checkpoint)
                     break
         except Exception as exc:
             self._raise_failure(exc, failures, stop, current[0] if current else None)

@@ -11,7 +11,13 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from ingest.checkpoint import LOCK_FILE, CheckpointInUseError, is_spark_temp_file, local_path
+from ingest.checkpoint import (
+    LOCK_FILE,
+    CheckpointInUseError,
+    is_spark_temp_file,
+    local_path,
+    remove_stopped_query_temp_files,
+)
 from ingest.config import PipelineSpec
 from ingest.runner import run_pipeline
 from ingest.sources import FileSource
@@ -127,3 +133,23 @@ def test_a_checkpoint_another_run_holds_is_left_alone(
 
     assert all(f.exists() for f in leftovers)
     assert spark.table(spec.name).count() == 0
+
+
+def test_a_stopped_querys_temp_files_go_with_it_and_a_store_without_lock_keeps_them(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A stop between batches can cut Spark's write of the next offsets entry: the stopping run
+    removes what it left (the entries beside it stay), a store no lock covers is not touched."""
+    checkpoint, leftovers = killed_during_offset_write(tmp_path)
+    entry = checkpoint / "offsets" / "0"
+    entry.write_text("v1\n")
+
+    removed = remove_stopped_query_temp_files(spark, str(checkpoint))
+
+    assert sorted(Path(local_path(f) or f).name for f in removed) == sorted(
+        f.name for f in leftovers
+    )
+    assert not any(f.exists() for f in leftovers)
+    assert entry.exists()
+    assert remove_stopped_query_temp_files(spark, str(checkpoint)) == []
+    assert remove_stopped_query_temp_files(spark, "hdfs://nowhere:1/cp") == []

@@ -86,6 +86,13 @@ def landed_once(root: Path, ids: set[str]) -> None:
     assert set(landed.values()) == {1}
 
 
+def assert_no_temp_files(root: Path) -> None:
+    """A stopped run leaves its checkpoint clean: no temp file of an entry Spark was writing."""
+    checkpoint = root / ".lakehouse" / "checkpoints" / "events-landing"
+    left = [p.name for p in checkpoint.rglob("*") if p.name.endswith((".tmp", ".tmp.crc"))]
+    assert left == []
+
+
 def assert_stopped_by(signum: int, code: int, result: tuple[int, str, str]) -> None:
     """The run exited with `code`, and said once, with no traceback, which signal stopped it."""
     returncode, stdout, stderr = result
@@ -103,6 +110,8 @@ def test_a_signal_stops_between_batches_and_the_next_run_goes_on_once(tmp_path: 
     ids = project(tmp_path)
     started = time.monotonic()
     assert_stopped_by(signal.SIGINT, 130, signalled_run(tmp_path, signal.SIGINT))
+    assert_no_temp_files(tmp_path)
     assert_stopped_by(signal.SIGTERM, 143, signalled_run(tmp_path, signal.SIGTERM))
+    assert_no_temp_files(tmp_path)
     assert time.monotonic() - started < 900
     landed_once(tmp_path, ids)
