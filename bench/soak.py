@@ -124,12 +124,15 @@ def status_field(pid: int, name: str) -> int:
 def descendants(pid: int) -> list[int]:
     """Every process below `pid`, from /proc."""
     children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
+    # A process can end between the listing and the read (ESRCH, ENOENT): it is skipped.
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
         try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
+            fields = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+        children.setdefault(int(fields[1]), []).append(int(name))
     found, pending = [], [pid]
     while pending:
         for child in children.get(pending.pop(), []):
@@ -141,9 +144,12 @@ def descendants(pid: int) -> list[int]:
 def driver_jvm(pid: int) -> int:
     """The driver JVM the ingest process started."""
     for child in descendants(pid):
-        with open(f"/proc/{child}/cmdline", "rb") as cmdline:
-            if b"java" in cmdline.read().split(b"\0")[0]:
-                return child
+        try:
+            with open(f"/proc/{child}/cmdline", "rb") as cmdline:
+                if b"java" in cmdline.read().split(b"\0")[0]:
+                    return child
+        except OSError:
+            continue  # it ended since the listing
     raise RuntimeError("the ingest process has no driver JVM")
 
 
