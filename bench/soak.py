@@ -3,7 +3,8 @@
 One `lakehouse ingest --trigger "1 second"` process runs on a project of its own; this process
 drops one small JSON file each time a batch settles and samples every batch: seconds by stage
 (`<home>/logs/batches.jsonl`), Python and JVM RSS, descriptors, threads, `_delta_log` files,
-checkpoint bytes; every `--heap-every` batches the JVM's live heap (after a full GC). At a tenth
+checkpoint bytes; every `--heap-every` batches the JVM's live heap (after a full GC, taken
+before the next file is dropped: no batch in flight). At a tenth
 of the run and at its end: threads by name and the seconds of `lakehouse status` and `verify`.
 Each ratio compares the end with the start against its goal (issue 36; docs/benchmarks.md).
 Writes `bench/results/soak.json` and `soak.png`. Not in CI: 3,000 batches take 1.5-2 hours
@@ -263,9 +264,13 @@ def soak(plan: Plan, root: Path) -> dict[str, Any]:
             batch_id = int(record["batch_id"])
             if record["status"] == "failed":
                 raise RuntimeError(f"batch {batch_id} failed: {record.get('error')}")
+            jvm = driver_jvm(ingest.pid)
+            heap_due = (batch_id + 1) % heap_every == 0 or batch_id + 1 in (early_at, batches)
+            # The heap is measured with no batch in flight (the next file is not there yet):
+            # what the process keeps, not what a batch holds while it runs.
+            live = live_heap(jvm) if heap_due else None
             if batch_id + 1 < batches:
                 drop(root / "landing", batch_id + 1, plan.ordered_keys)
-            jvm = driver_jvm(ingest.pid)
             sample = Sample(
                 batch_id=batch_id,
                 seconds=float(record["seconds"]["batch"]),
@@ -277,8 +282,8 @@ def soak(plan: Plan, root: Path) -> dict[str, Any]:
                 delta_log_files=len(os.listdir(home / "warehouse" / "events" / "_delta_log")),
                 checkpoint_bytes=tree_size(home / "checkpoints"),
             )
-            if (batch_id + 1) % heap_every == 0 or batch_id + 1 in (early_at, batches):
-                sample.heap_after_gc_mb, largest = live_heap(jvm)
+            if live is not None:
+                sample.heap_after_gc_mb, largest = live
                 if batch_id + 1 in (early_at, batches):
                     classes[batch_id + 1] = largest
             samples.append(sample)
