@@ -16,7 +16,6 @@ import typer
 
 from ingest.cli.common import ConfigOption, emit, err, handle_errors, spark_for
 from ingest.config import assert_pipeline_ready, load_config
-from ingest.observe.collector import CycleCollector
 from ingest.observe.observer import Observers, RunObserver
 from ingest.stopping import exit_code
 
@@ -106,7 +105,6 @@ def ingest(
     spark = spark_for(cfg, context)
     observers = Observers(err.print)
     observers.observers.append(_Console(routed=spec_pipeline.routing is not None))
-    observers.observers.append(CycleCollector())  # this process is the CLI's: it may freeze
     observers.observers.append(
         BatchLog(cfg.home / BATCH_LOG, spec.name, spec_pipeline.app_id, spark=spark, warn=err.print)
     )

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import gc
 import json
 import os
-import weakref
 from pathlib import Path
 
 from prometheus_client import generate_latest
 
 from ingest.commit.batch_result import BatchResult
 from ingest.observe.batch_log import BatchLog, batch_record
-from ingest.observe.collector import CycleCollector
 from ingest.observe.facts import lag_seconds, source_facts, source_units
 from ingest.observe.metrics import BatchMetrics
 from ingest.observe.progress import advance_by
@@ -164,36 +161,3 @@ def test_offsets_pending_start_after_the_recorded_ranges() -> None:
     assert offsets_pending(recorded, available, from_earliest=True) == 5 + 0 + 5
     assert offsets_pending(recorded, available, from_earliest=False) == 5
     assert offsets_pending([], {"t": {"0": [4, 10]}}, from_earliest=True) == 6
-
-
-class _Proxy:
-    """A stand-in for py4j's JavaObject and its JavaMember: each holds the other."""
-
-    def __init__(self) -> None:
-        self.member = {"container": self}
-
-
-def test_the_cycle_collector_frees_a_batchs_cycles_and_freezes_the_survivors_once() -> None:
-    enabled, frozen_before = gc.isenabled(), gc.get_freeze_count()
-    gc.disable()  # no pass of the collector's own may free the cycle first
-    try:
-        proxy = _Proxy()
-        gone = weakref.ref(proxy)
-        del proxy
-        assert gone() is not None  # refcounts cannot free a cycle
-        collector = CycleCollector()
-        collector.settled(committed())
-        assert gone() is None
-        frozen = gc.get_freeze_count()
-        assert frozen > frozen_before
-        collector.settled(committed(batch_id=4))
-        assert (collector.collections, gc.get_freeze_count()) == (2, frozen)
-        CycleCollector().settled(committed())  # a second run in this process freezes no more
-        assert gc.get_freeze_count() == frozen
-        gc.unfreeze()
-        CycleCollector(freeze=False).settled(committed())
-        assert gc.get_freeze_count() == 0
-    finally:
-        gc.unfreeze()
-        if enabled:
-            gc.enable()

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import gc
 import json
 import shutil
 import threading
 import time
-import weakref
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,13 +13,12 @@ import pytest
 from pyspark.sql import SparkSession
 
 from ingest.config import PipelineSpec
-from ingest.observe.collector import CycleCollector
 from ingest.observe.observer import RunObserver
 from ingest.runner import RunOptions, run_pipeline
 from ingest.sources import FileSource
 from tables.delta.history import read_ledger
 from tables.delta.markers import committed_batch
-from tables.engine.jvm import code_compilations, gateway
+from tables.engine.jvm import code_compilations
 from tables.errors import CheckpointLostError
 from tables.spec import TableSpec
 
@@ -219,27 +216,3 @@ def test_a_steady_stream_batch_reuses_its_compiled_code(
         assert result.status == "committed"
         compiled.append(code_compilations(spark) - before)
     assert compiled[-1] <= 10, compiled
-
-
-def test_a_py4j_proxy_whose_method_ran_waits_for_the_cycle_collector(
-    spark: SparkSession, make_table: MakeTable, tmp_path: Path
-) -> None:
-    """py4j's proxy and its method object hold each other: the JVM object stays bound until
-    Python's cycle collector runs, which the CLI's `CycleCollector` does after each batch."""
-    spec = make_table()
-    drop_json(tmp_path / "landing", "0.json", rows(0, 3))
-    [result] = run_pipeline(spark, pipeline(tmp_path, spec), spec).results
-    jvm = gateway(spark, "a JVM object for the test")
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        proxy = jvm.java.util.ArrayList()
-        assert proxy.size() == 0
-        gone = weakref.ref(proxy)
-        del proxy
-        assert gone() is not None
-        CycleCollector(freeze=False).settled(result)
-        assert gone() is None
-    finally:
-        if enabled:
-            gc.enable()
