@@ -61,7 +61,10 @@ def _main(
     ] = None,
 ) -> None:
     """Land streams in Delta Lake tables exactly once, and operate those tables."""
-    context.obj = Invocation(remote=remote)
+    started = context.obj  # `main()`'s, when the console script runs
+    context.obj = Invocation(
+        remote=remote, owns_process=isinstance(started, Invocation) and started.owns_process
+    )
     # Deferred: Spark and the tables load when a command runs (`lakehouse --help` stays quick).
     from pyspark.logger import PySparkLogger
 
@@ -380,4 +383,4 @@ app.command(
 
 def main() -> None:
     """Entry point of the `lakehouse` console script."""
-    app(prog_name="lakehouse")
+    app(prog_name="lakehouse", obj=Invocation(owns_process=True))

@@ -91,15 +91,25 @@ def handle_errors(func: Callable[P, R]) -> Callable[P, R]:
 @dataclass(frozen=True)
 class Invocation:
     """What the `lakehouse` callback learns for the command it runs: the Spark Connect server
-    (`--remote`, `LAKEHOUSE_REMOTE`). Kept in the command's click context, not in a module."""
+    (`--remote`, `LAKEHOUSE_REMOTE`), and whether the process is the console script's own
+    (`owns_process`: set by `main()`, not when a test runner or an application invokes the app).
+    Kept in the command's click context, not in a module."""
 
     remote: str | None = None
+    owns_process: bool = False
 
 
 def remote_url(context: typer.Context) -> str | None:
     """The `--remote` server of the command `context` runs, if any."""
     found = context.find_root().obj
     return found.remote if isinstance(found, Invocation) else None
+
+
+def owns_process(context: typer.Context) -> bool:
+    """Whether the command `context` runs is the only work of its process (the console script),
+    so it may change process-wide state such as the cycle collector's frozen set."""
+    found = context.find_root().obj
+    return isinstance(found, Invocation) and found.owns_process
 
 
 def spark_for(config: LakehouseConfig, context: typer.Context) -> SparkSession:

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ingest.cli.common import ConfigOption, emit, err, handle_errors, spark_for
+from ingest.cli.common import ConfigOption, emit, err, handle_errors, owns_process, spark_for
 from ingest.config import assert_pipeline_ready, load_config
+from ingest.observe.collector import CycleCollector
 from ingest.observe.observer import Observers, RunObserver
 from ingest.stopping import exit_code
 
@@ -105,6 +106,8 @@ def ingest(
     spark = spark_for(cfg, context)
     observers = Observers(err.print)
     observers.observers.append(_Console(routed=spec_pipeline.routing is not None))
+    # py4j's proxies sit in reference cycles; collected between batches, the JVM lets go of them.
+    observers.observers.append(CycleCollector(owns_process(context)))
     observers.observers.append(
         BatchLog(cfg.home / BATCH_LOG, spec.name, spec_pipeline.app_id, spark=spark, warn=err.print)
     )
