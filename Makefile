@@ -23,12 +23,18 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP) ## Create .venv, install pinned dependencies, fetch and cache the Delta JARs
 
-# One pytest run of the tests marked $(1); pytest's exit 5 (nothing collected) fails it.
-tier = $(PY) -m pytest -m "$(1)" $(PYTEST_ARGS); rc=$$?; \
+# One pytest run of the tests marked $(1), with the options $(2); pytest's exit 5 (nothing
+# collected) fails it.
+tier = $(PY) -m pytest -m "$(1)" $(2) $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests for -m '$(1)'" >&2; exit 1; fi; exit $$rc
 
+# The fast tier runs in FAST_WORKERS pytest processes (pytest-xdist), each with its own Spark
+# session and lakehouse home, handed a whole test file at a time (its module fixtures run once):
+# one process left about a third of the two cores idle (CONTRIBUTING.md#test-tiers).
+# FAST_WORKERS=0 runs it in this process.
+FAST_WORKERS ?= 2
 test: setup ## Fast tier: every test that starts no extra process (real Spark and Delta)
-	@$(call tier,not slow)
+	@$(call tier,not slow,$(if $(filter 0,$(FAST_WORKERS)),,-n $(FAST_WORKERS) --dist loadfile))
 
 # A Python process holds classic Spark sessions or Spark Connect ones, never both (PySpark picks
 # the mode per process), so the Connect tests run in a pytest process of their own.
@@ -36,11 +42,11 @@ test-slow: setup ## Slow tier: child drivers, brokers, servers, clusters, Spark 
 	@$(MAKE) --no-print-directory -k slow-processes slow-connect
 
 slow-processes: setup
-	@$(call tier,slow and not connect and not soak and not long)
+	@$(call tier,slow and not connect and not soak and not long,)
 
 # The Connect tier and the 300-batch soak: neither holds a classic session in the pytest process.
 slow-connect: setup
-	@$(call tier,(connect or soak) and not long)
+	@$(call tier,(connect or soak) and not long,)
 
 check: setup ## Lint (ruff) and type-check (mypy, strict on the packages)
 	$(VENV)/bin/ruff check tables quality ingest crash_matrix tests examples bench
