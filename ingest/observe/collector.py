@@ -57,8 +57,9 @@ class CycleCollector(RunObserver):
         if should_collect(self.settled_batches, self.frozen):
             gc.collect()
             self.collections += 1
-            if self._may_freeze and not self.frozen:
-                # Once: what a later freeze took in would be kept for good, cycles and all.
+            if self._may_freeze and self.collections == 1:
+                # Once, after the first batch: a later freeze would keep for good what died in
+                # cycles since. A process another freeze reached is left as it is.
                 self.frozen = gc.get_freeze_count() == 0
                 if self.frozen:
                     gc.freeze()
