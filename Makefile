@@ -28,13 +28,17 @@ setup: $(STAMP) ## Create .venv, install pinned dependencies, fetch and cache th
 tier = $(PY) -m pytest -m "$(1)" $(2) $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests for -m '$(1)'" >&2; exit 1; fi; exit $$rc
 
-# The fast tier runs in FAST_WORKERS pytest processes (pytest-xdist), each with its own Spark
-# session and lakehouse home, handed a whole test file at a time (its module fixtures run once):
-# one process left about a third of the two cores idle (CONTRIBUTING.md#test-tiers).
-# FAST_WORKERS=0 runs it in this process.
-FAST_WORKERS ?= 2
+# The fast tier and the slow tier's processes run in WORKERS pytest processes (pytest-xdist),
+# each with its own Spark session and lakehouse home, handed a whole test file at a time (its
+# module fixtures run once): one process left about a third of the two cores idle, and the slow
+# tier's more, while its tests wait on child JVMs, brokers and servers
+# (CONTRIBUTING.md#test-tiers). FAST_WORKERS / SLOW_WORKERS override it; 0 runs in this process.
+WORKERS ?= 2
+FAST_WORKERS ?= $(WORKERS)
+SLOW_WORKERS ?= $(WORKERS)
+workers = $(if $(filter 0,$(1)),,-n $(1) --dist loadfile)
 test: setup ## Fast tier: every test that starts no extra process (real Spark and Delta)
-	@$(call tier,not slow,$(if $(filter 0,$(FAST_WORKERS)),,-n $(FAST_WORKERS) --dist loadfile))
+	@$(call tier,not slow,$(call workers,$(FAST_WORKERS)))
 
 # A Python process holds classic Spark sessions or Spark Connect ones, never both (PySpark picks
 # the mode per process), so the Connect tests run in a pytest process of their own.
@@ -42,11 +46,12 @@ test-slow: setup ## Slow tier: child drivers, brokers, servers, clusters, Spark 
 	@$(MAKE) --no-print-directory -k slow-processes slow-connect
 
 slow-processes: setup
-	@$(call tier,slow and not connect and not soak and not long,)
+	@$(call tier,slow and not connect and not long,$(call workers,$(SLOW_WORKERS)))
 
-# The Connect tier and the 300-batch soak: neither holds a classic session in the pytest process.
+# The Connect tier: its pytest process holds no classic session. The soaks are long proofs
+# (`make verify`, `make soak`), not CI's.
 slow-connect: setup
-	@$(call tier,(connect or soak) and not long,)
+	@$(call tier,connect and not long,)
 
 check: setup ## Lint (ruff) and type-check (mypy, strict on the packages)
 	$(VENV)/bin/ruff check tables quality ingest crash_matrix tests examples bench
