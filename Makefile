@@ -41,13 +41,10 @@ test: setup ## Fast tier: every test that starts no extra process (real Spark an
 	@$(call tier,not slow,$(call workers,$(FAST_WORKERS)))
 
 # A Python process holds classic Spark sessions or Spark Connect ones, never both (PySpark picks
-# the mode per process), so the Connect tests run in a pytest process of their own, beside the
-# classic ones (SLOW_JOBS=2; each prints its output whole when it ends): their tests wait on
-# children, brokers and servers, and with all three processes the cores were still 9 % idle
-# (CONTRIBUTING.md#test-tiers has the figures). SLOW_JOBS=1 runs them one after the other.
-SLOW_JOBS ?= 2
+# the mode per process), so the Connect tests run in a pytest process of their own, after the
+# classic ones (beside them it saved nothing measurable: CONTRIBUTING.md#test-tiers).
 test-slow: setup ## Slow tier: child drivers, brokers, servers, clusters, Spark Connect, the quick crash matrix
-	@$(MAKE) --no-print-directory -k -j$(SLOW_JOBS) --output-sync=target slow-processes slow-connect
+	@$(MAKE) --no-print-directory -k slow-processes slow-connect
 
 slow-processes: setup
 	@$(call tier,slow and not connect and not long,$(call workers,$(SLOW_WORKERS)))
