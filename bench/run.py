@@ -38,6 +38,7 @@ from workloads import (
     interleaved_medians,
     per_batch,
     stream_rounds,
+    with_conf,
 )
 
 from ingest.commit.batch_result import BatchResult
@@ -46,6 +47,9 @@ from tables.delta.provision import ensure_table
 from tables.engine.class_archive import ARCHIVE_ENV
 from tables.engine.session import get_spark
 from tables.spec import TableSpec
+
+#: Spark's compression of cached columns, off in the embedded session (the batch cache).
+CACHE_COMPRESSION = "spark.sql.inMemoryColumnarStorage.compressed"
 
 
 def main() -> None:
@@ -268,6 +272,13 @@ def _measure(
         large = interleaved(
             {
                 "exactly_once": committer(spark, spec("bench_eo_large"), args.large_rows),
+                # The batch cache compressed, as Spark does by default (benchmarks.md#batch-cache).
+                "compressed_cache": with_conf(
+                    spark,
+                    CACHE_COMPRESSION,
+                    "true",
+                    committer(spark, spec("bench_eo_large_z"), args.large_rows),
+                ),
                 "append": appender(
                     spark, spec("bench_append_large"), args.large_rows, idempotent=False
                 ),
@@ -276,6 +287,9 @@ def _measure(
         )
         report.ratio(
             "large_batch_vs_plain_append", large["exactly_once"], large["append"], "<= 1.5"
+        )
+        report.ratio(
+            "batch_cache_compressed_vs_not", large["compressed_cache"], large["exactly_once"]
         )
         watch.lap(f"large batch ({args.large_rows:,} rows)")
 

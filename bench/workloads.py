@@ -159,6 +159,23 @@ def committer(
     return commit
 
 
+def with_conf(spark: SparkSession, key: str, value: str, action: Action) -> Action:
+    """`action` with the session's `key` set to `value` for its run, put back after it."""
+
+    def run(i: int) -> object:
+        before = spark.conf.get(key, None)
+        spark.conf.set(key, value)
+        try:
+            return action(i)
+        finally:
+            if before is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, before)
+
+    return run
+
+
 def appender(spark: SparkSession, table: TableSpec, rows: int, *, idempotent: bool) -> Action:
     """Append batch `i` to `table`: blind (app id `a`), or Delta's idempotent append (app `t`)."""
 
