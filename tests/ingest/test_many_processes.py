@@ -45,6 +45,7 @@ pytestmark = pytest.mark.slow
 ROWS_PER_FILE = 40
 SCENARIO_SECONDS = 60
 MIN_B_RUNS = 2
+ADMINS_PER_ITERATION = 2
 PIPELINES = [
     Pipeline("a", "events-a", path="landing_a"),
     Pipeline("c", "events-c", path="landing_c"),
@@ -145,8 +146,9 @@ def full_check(stdout: str) -> None:
     assert (row["status"], row["failing_keys"]) == ("passed", 0), row
 
 
-#: Read and admin commands beside the writers: one per loop iteration, running while that
-#: iteration's counts are read; its output is checked at the iteration's end.
+#: Read and admin commands beside the writers: two per loop iteration (an iteration's `sql` or
+#: `status` and beeline JVMs fewer for the five), running while that iteration's counts are read;
+#: their output is checked at the iteration's end.
 BESIDE_WRITERS: list[tuple[str, list[str], Callable[[str], None]]] = [
     ("vacuum --dry-run", ["vacuum", "events", "--dry-run"], vacuum_dry_run),
     ("history", ["history", "events", "--format", "json", "--limit", "50"], history),
@@ -200,7 +202,7 @@ def test_ingests_operators_and_analysts_share_one_home(tmp_path: Path) -> None:
     )
     readings = Readings()
     beside = list(BESIDE_WRITERS)
-    admin: subprocess.Popen[str] | None = None
+    admins: list[tuple[str, list[str], Callable[[str], None], subprocess.Popen[str]]] = []
     try:
         deadline = time.monotonic() + 600
         while committed(logs["a"]) + committed(logs["c"]) == 0:
@@ -224,9 +226,10 @@ def test_ingests_operators_and_analysts_share_one_home(tmp_path: Path) -> None:
                     b_run = start_b()
                     b_started += 1
 
-                if beside:
-                    what, admin_args, validate = beside.pop(0)
+                for what, admin_args, validate in beside[:ADMINS_PER_ITERATION]:
                     admin = start_lakehouse(tmp_path, *admin_args, new_session=True)
+                    admins.append((what, admin_args, validate, admin))
+                del beside[:ADMINS_PER_ITERATION]
 
                 # `sql` and `status` take turns (each reads at least twice): a JVM less a turn.
                 reported = floor()
@@ -249,12 +252,12 @@ def test_ingests_operators_and_analysts_share_one_home(tmp_path: Path) -> None:
                 rows = re.findall(r"([\w-]+),(\d+)$", jdbc.stdout, re.MULTILINE)
                 readings.per_app("beeline", {k: int(n) for k, n in rows}, reported, landed())
 
-                if admin is not None:
+                while admins:
+                    what, admin_args, validate, admin = admins.pop(0)
                     out, err = admin.communicate(timeout=600)
                     assert admin.returncode == 0, f"lakehouse {' '.join(admin_args)}: {err}"
                     validate(out)
                     readings.calls[what] += 1
-                    admin = None
                 assert a.poll() is None, logs["a"].read_text()[-3000:]
                 assert c.poll() is None, logs["c"].read_text()[-3000:]
             elapsed = time.monotonic() - started
@@ -265,7 +268,7 @@ def test_ingests_operators_and_analysts_share_one_home(tmp_path: Path) -> None:
             assert time.monotonic() < deadline, "A and C did not catch up in 600 s"
             time.sleep(2)
     finally:
-        running = [p for p in (a, c, b_run, admin) if p is not None]
+        running = [a, c, b_run, *(admin for *_, admin in admins)]
         for process in running:
             if process.poll() is None:
                 process.send_signal(signal.SIGINT)
