@@ -146,9 +146,9 @@ def full_check(stdout: str) -> None:
     assert (row["status"], row["failing_keys"]) == ("passed", 0), row
 
 
-#: Read and admin commands beside the writers: two per loop iteration (an iteration's `sql` or
-#: `status` and beeline JVMs fewer for the five), running while that iteration's counts are read;
-#: their output is checked at the iteration's end.
+#: Read and admin commands beside the writers, two per loop iteration (so the five need three
+#: iterations' `sql`/`status` and beeline JVMs, not five), running while that iteration's counts
+#: are read; their output is checked at the iteration's end.
 BESIDE_WRITERS: list[tuple[str, list[str], Callable[[str], None]]] = [
     ("vacuum --dry-run", ["vacuum", "events", "--dry-run"], vacuum_dry_run),
     ("history", ["history", "events", "--format", "json", "--limit", "50"], history),
@@ -252,9 +252,10 @@ def test_ingests_operators_and_analysts_share_one_home(tmp_path: Path) -> None:
                 rows = re.findall(r"([\w-]+),(\d+)$", jdbc.stdout, re.MULTILINE)
                 readings.per_app("beeline", {k: int(n) for k, n in rows}, reported, landed())
 
-                while admins:
-                    what, admin_args, validate, admin = admins.pop(0)
+                while admins:  # each leaves the list once it has exited
+                    what, admin_args, validate, admin = admins[0]
                     out, err = admin.communicate(timeout=600)
+                    admins.pop(0)
                     assert admin.returncode == 0, f"lakehouse {' '.join(admin_args)}: {err}"
                     validate(out)
                     readings.calls[what] += 1
