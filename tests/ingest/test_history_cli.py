@@ -73,6 +73,13 @@ def test_an_scd2_table_through_the_cli_ingest_status_vacuum_and_verify(
     assert spark.table("scd_customers_tombstones").count() == 1
     verified = runner.invoke(app, ["verify", "scd_customers", "-c", str(config)])
     assert verified.exit_code == 0, verified.output
+    # rows follow each key's newest version, not a batch: `--replace` has nothing to replace
+    replay = ["replay", "scd_customers", "--app-id", "scd_cdc", "--from-batch", "0", "--yes"]
+    refused = runner.invoke(app, [*replay, "--replace", "-c", str(config)])
+    assert refused.exit_code != 0
+    assert "scd_customers is an upsert table" in refused.output
+    assert "--replace does not apply" in refused.output
+    assert "Traceback" not in refused.output
 
     config.write_text(
         CLI_CONFIG.replace('history = "scd2"', 'history = "scd2"\ntombstone_retention = "90 days"')

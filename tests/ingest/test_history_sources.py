@@ -35,7 +35,7 @@ MakeTable = Callable[..., TableSpec]
 @pytest.mark.parametrize(
     "file_count",
     [
-        pytest.param(6, id="6-files"),  # CI: about 85 s
+        pytest.param(6, id="6-files", marks=pytest.mark.long),  # make verify: about 165 s
         pytest.param(10, id="10-files", marks=pytest.mark.long),  # make verify: about 160 s
     ],
 )

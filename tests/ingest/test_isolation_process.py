@@ -8,16 +8,23 @@ JVM ends that run), until the record is quarantined and the rest of the batch co
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from pyspark.sql import SparkSession
 
 from tables.faults import CRASH_MARKER, RECORD_CRASH_ENV
-from tests.support.processes import child_env, run_lakehouse
-from tests.support.projects import Pipeline, copies, events, land, write_project
+from tests.support.processes import child_env
+from tests.support.projects import (
+    Pipeline,
+    copies_on_disk,
+    events,
+    land,
+    table_location,
+    write_project,
+)
 
 pytestmark = pytest.mark.slow
 EXIT_TRANSIENT = 75
@@ -37,7 +44,7 @@ def ingest(root: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_a_record_that_kills_the_jvm_is_narrowed_over_restarts_and_quarantined(
-    tmp_path: Path,
+    spark: SparkSession, tmp_path: Path
 ) -> None:
     landings = write_project(tmp_path, [Pipeline("landing", "app", max_files_per_trigger=None)])
     land(landings["landing"], "a.json", events(["a1", "a2", "a3"]))
@@ -54,13 +61,11 @@ def test_a_record_that_kills_the_jvm_is_narrowed_over_restarts_and_quarantined(
     assert "Traceback" not in first.stderr
     assert runs[-1].returncode == 0, runs[-1].stderr
     assert all(r.returncode == EXIT_TRANSIENT for r in runs[:-1]), [r.stderr for r in runs]
-    assert copies(tmp_path) == {"a1": 1, "a2": 1, "a3": 1, "b1": 1}
-    quarantined = run_lakehouse(
-        tmp_path, "sql", "--format", "json", "SELECT _lh_reason, _lh_raw FROM events_quarantine"
-    )
-    (row,) = json.loads(quarantined.stdout)
+    assert copies_on_disk(spark, tmp_path) == {"a1": 1, "a2": 1, "a3": 1, "b1": 1}
+    quarantine = spark.read.format("delta").load(table_location(tmp_path, "events_quarantine"))
+    (row,) = quarantine.select("_lh_reason", "_lh_raw").collect()
     assert row["_lh_reason"].startswith("crashed the reader: the Spark driver JVM was lost")
     assert CRASH_MARKER in row["_lh_raw"]
     again = ingest(tmp_path)
     assert again.returncode == 0, again.stderr
-    assert copies(tmp_path) == {"a1": 1, "a2": 1, "a3": 1, "b1": 1}
+    assert copies_on_disk(spark, tmp_path) == {"a1": 1, "a2": 1, "a3": 1, "b1": 1}

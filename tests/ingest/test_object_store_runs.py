@@ -4,9 +4,9 @@ The tables (`warehouse = "s3a://..."`), the stream checkpoints and the landing z
 s3proxy; each run is a new `lakehouse` process, as a scheduled job is. Runs killed after a commit
 and before a checkpoint, then a lost checkpoint met with `reset-app`; two pipelines with distinct
 app ids and a delta-rs writer on one table at once: each leaves every record once and a gap-free
-ledger (`lakehouse verify` passes, or names only delta-rs's commits). A second run of a
-pipeline whose first run holds the checkpoint's lease is refused. Each scenario is one flow of
-processes (each costs a JVM start).
+ledger (the second checked by `lakehouse verify`, which names only delta-rs's commits). A
+second run of a pipeline whose first run holds the checkpoint's lease is refused. Each scenario
+is one flow of processes (each costs a JVM start).
 """
 
 from __future__ import annotations
@@ -149,7 +149,7 @@ def test_killed_runs_then_a_lost_checkpoint_on_s3_land_each_record_once(
     assert keys == {f"a-{i}": 1 for i in range(20)}
     # each batch once before the reset, once after it
     assert batches == {"a": [0, 0, 1, 1, 2, 2, 3, 3]}
-    assert run_lakehouse(root, "verify", "events").returncode == 0
+    # `verify` reading this log on S3: the two-app-id scenario below (its one kind of finding)
     # the same bucket outside the warehouse is no place for an analyst's query, however named
     outside = "s3a://lake/killed/tables/../landing/a"
     refused = run_lakehouse(root, "sql", f"SELECT count(*) FROM json.`{outside}`")

@@ -44,7 +44,7 @@ def _records(rng: random.Random, n: int, seq: list[int]) -> list[tuple[str, str,
 @pytest.mark.parametrize(
     ("file_count", "resent"),
     [
-        pytest.param(3, 1, id="4-files"),  # CI: about 30 s
+        pytest.param(3, 1, id="4-files", marks=pytest.mark.long),  # make verify: about 90 s
         pytest.param(5, 2, id="7-files", marks=pytest.mark.long),  # make verify: about 160 s
     ],
 )

@@ -14,11 +14,12 @@ import time
 from pathlib import Path
 
 import pytest
+from pyspark.sql import SparkSession
 
 from tests.support.processes import run_lakehouse
 from tests.support.projects import (
     Pipeline,
-    copies,
+    copies_on_disk,
     events,
     land,
     start_lakehouse,
@@ -77,11 +78,11 @@ def signalled_run(root: Path, signum: int, timeout: float = 600) -> tuple[int, s
     return child.returncode, "".join(out), "".join(lines)
 
 
-def landed_once(root: Path, ids: set[str]) -> None:
+def landed_once(spark: SparkSession, root: Path, ids: set[str]) -> None:
     """Run available-now to the end, then check that every id is in the table exactly once."""
     finished = run_lakehouse(root, "ingest")
     assert finished.returncode == 0, finished.stderr
-    landed = copies(root)
+    landed = copies_on_disk(spark, root)
     assert set(landed) == ids
     assert set(landed.values()) == {1}
 
@@ -106,7 +107,9 @@ def assert_stopped_by(signum: int, code: int, result: tuple[int, str, str]) -> N
     assert "events: " in stdout
 
 
-def test_a_signal_stops_between_batches_and_the_next_run_goes_on_once(tmp_path: Path) -> None:
+def test_a_signal_stops_between_batches_and_the_next_run_goes_on_once(
+    spark: SparkSession, tmp_path: Path
+) -> None:
     ids = project(tmp_path)
     started = time.monotonic()
     assert_stopped_by(signal.SIGINT, 130, signalled_run(tmp_path, signal.SIGINT))
@@ -114,4 +117,4 @@ def test_a_signal_stops_between_batches_and_the_next_run_goes_on_once(tmp_path: 
     assert_stopped_by(signal.SIGTERM, 143, signalled_run(tmp_path, signal.SIGTERM))
     assert_no_temp_files(tmp_path)
     assert time.monotonic() - started < 900
-    landed_once(tmp_path, ids)
+    landed_once(spark, tmp_path, ids)

@@ -3,7 +3,8 @@
 The tests that run `lakehouse` as separate processes (tests/ingest/test_process.py, test_stop.py,
 test_cluster.py, test_many_processes.py) each write a project directory: a lakehouse.toml with
 its home inside the project, JSON landing directories, files dropped into them, and a count of
-each key's copies through `lakehouse sql`.
+each key's copies: through `lakehouse sql` where the query by name is what a test shows, else
+read by path in the test's own session (no JVM start).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from pyspark.sql import SparkSession
 
 from tables.engine.class_archive import ARCHIVE_ENV
 from tests.support.processes import child_env, run_lakehouse
@@ -137,6 +140,23 @@ def copies(root: Path, table: str = "events", key: str = "event_id") -> dict[str
     )
     assert queried.returncode == 0, queried.stderr
     return {row["k"]: int(row["copies"]) for row in json.loads(queried.stdout)}
+
+
+def table_location(root: Path, table: str = "events") -> str:
+    """Where a table of a project lives: its directory in the project home's warehouse."""
+    return str(root / ".lakehouse" / "warehouse" / table)
+
+
+def copies_on_disk(
+    spark: SparkSession, root: Path, table: str = "events", key: str = "event_id"
+) -> dict[str, int]:
+    """How many times each key is in a project's table, read by path in the test's own session.
+
+    For a scenario whose subject is the ingest, not the query: `copies` pays a JVM start (a new
+    `lakehouse sql` process) for the same answer.
+    """
+    rows = spark.read.format("delta").load(table_location(root, table)).groupBy(key).count()
+    return {row[key]: int(row["count"]) for row in rows.collect()}
 
 
 #: A project with a Kafka pipeline: its drivers load the Kafka connector, another class path.
