@@ -22,6 +22,7 @@ from pyspark.sql import SparkSession
 from tables.delta.ledger import LedgerEntry, ledger_entry_from_history
 from tests.support.kafka_broker import KafkaBroker
 from tests.support.processes import run_lakehouse
+from tests.support.projects import table_location
 
 pytestmark = [pytest.mark.slow, pytest.mark.downstream]
 
@@ -85,7 +86,7 @@ def expected_state(records: list[Change], *extra: str) -> dict[int, tuple[Any, .
 
 
 def table_state(spark: SparkSession, root: Path, *extra: str) -> dict[int, tuple[Any, ...]]:
-    location = str(root / ".lakehouse" / "warehouse" / "customers")
+    location = table_location(root, "customers")
     rows = spark.read.format("delta").load(location).collect()
     ids = [r["id"] for r in rows]
     assert len(ids) == len(set(ids)), "a key appears twice"
@@ -94,7 +95,7 @@ def table_state(spark: SparkSession, root: Path, *extra: str) -> dict[int, tuple
 
 def ledger(spark: SparkSession, root: Path) -> list[LedgerEntry]:
     """The table's ledger entries, read in this process (what `lakehouse history` lists)."""
-    location = str(root / ".lakehouse" / "warehouse" / "customers")
+    location = table_location(root, "customers")
     rows = spark.sql(f"DESCRIBE HISTORY delta.`{location}`").collect()
     entries = (ledger_entry_from_history(r.asDict()) for r in rows)
     return [e for e in entries if e is not None and e.meta.kind == "batch"]
@@ -199,7 +200,7 @@ def files_with_late_versions_through(
         assert crashed.returncode == code, (fault, crashed.stderr[-3000:])
     assert_ran(run_lakehouse(tmp_path, "ingest"))
     assert table_state(spark, tmp_path) == expected_state(records)
-    quarantine = str(tmp_path / ".lakehouse" / "warehouse" / "customers_quarantine")
+    quarantine = table_location(tmp_path, "customers_quarantine")
     assert spark.read.format("delta").load(quarantine).count() == len(files)
 
     replayed = run_lakehouse(

@@ -41,6 +41,7 @@ from tables.spec import TableSpec, parse_struct
 from tests.support import kafka_broker
 from tests.support.kafka_broker import KafkaBroker, KafkaBrokerError
 from tests.support.processes import run_lakehouse
+from tests.support.projects import table_location
 
 SCHEMA = StructType(
     [
@@ -550,7 +551,7 @@ def test_a_process_killed_mid_stream_restarts_without_duplicates_or_gaps(
     assert killed.returncode == -9, killed.stderr
     assert restarted.returncode == 0, restarted.stderr
     assert "batch 1: skipped" in restarted.stderr
-    table = str(tmp_path / ".lakehouse" / "warehouse" / "events")
+    table = table_location(tmp_path, "events")
     ids = [r[0] for r in spark.read.format("delta").load(table).select("event_id").collect()]
     assert sorted(ids) == sorted(f"e{i}" for i in range(20))
     batches = sorted(json.loads(history.stdout), key=lambda row: row["batch_id"])
