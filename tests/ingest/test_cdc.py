@@ -208,5 +208,4 @@ def files_with_late_versions_through(
     )
     assert_ran(replayed)
     assert table_state(spark, tmp_path) == expected_state(records)
-    # `replay --replace` on an upsert table is refused in one line: tests/ingest/test_history_cli.py
     assert_verified(tmp_path)
