@@ -10,7 +10,6 @@ and stops between batches on SIGINT or SIGTERM (`ingest.stopping`).
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Sequence
 from contextlib import ExitStack
@@ -23,7 +22,7 @@ from ingest.checkpoint import hold_checkpoint, remove_stopped_query_temp_files
 from ingest.commit.batch_result import BatchResult
 from ingest.config.checks import assert_pipeline_ready, origin_of
 from ingest.config.where import located
-from ingest.decisions import is_checkpoint_lost, lost_checkpoint_fixes, uses_high_water
+from ingest.decisions import is_checkpoint_lost, lost_checkpoint_fixes
 from ingest.maintenance import MaintenanceRun
 from ingest.observe.observer import RunObserver
 from ingest.outcomes import assert_not_held, audit_after_commit, recover_outcomes
@@ -39,7 +38,7 @@ from ingest.targets import TargetRun, commit_targets, target_runs
 from ingest.timings import settled_timings
 from ingest.triggers import parse_trigger, start_query
 from ingest.upsert_writer import hold_upsert_writer
-from tables.delta.markers import committed_batch, is_prefetch_on, prefetch_state
+from tables.delta.markers import committed_batch
 from tables.engine.jvm import is_classic
 from tables.engine.storage import child_names, exists
 from tables.errors import CheckpointLostError, LakehouseError, TerminalError, error_summary
@@ -156,12 +155,6 @@ def run_pipeline(
     targets = target_runs(spark, pipeline, specs, options.quality_dir)
     run = _Run(spark, pipeline, targets, options, observer or RunObserver())
     for target in targets:
-        # The first batch's commit waits for the table's state (and, under `batch` dedup, the
-        # app's high-water mark): both are built while the stream starts.
-        writer = target.writer
-        then = writer.high_water if uses_high_water(target.spec.dedup) else None
-        if is_prefetch_on(os.environ):
-            prefetch_state(spark, target.spec.name, then=then)
         pending = pending_reset(spark, target.spec.name, pipeline.app_id)
         if pending is not None:
             finish_reset(spark, pending)

@@ -12,7 +12,7 @@ costs can also be started early, beside other work (`state_prefetched`).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from threading import Thread
@@ -32,8 +32,6 @@ if TYPE_CHECKING:
 CHECKSUM_MARKERS_MAX_CONF = "spark.databricks.delta.setTransactionsInCrc.maxAllowed"
 CHECKSUM_MARKERS_MAX_DEFAULT = 100
 MARKER_RETENTION_PROPERTY = "delta.setTransactionRetentionDuration"
-#: `LAKEHOUSE_PREFETCH=off` skips the run-start prefetch of the table's state.
-PREFETCH_ENV = "LAKEHOUSE_PREFETCH"
 
 
 @dataclass(frozen=True)
@@ -174,7 +172,7 @@ def state_prefetched(
     on the rebuilt state that can also stay off the critical path); its errors, like the
     rebuild's, are left to the work that needs its result.
     """
-    thread = prefetch_state(spark, table, then, fresh=False)
+    thread = _start_rebuild(spark, table, then)
     try:
         yield
     finally:
@@ -182,28 +180,17 @@ def state_prefetched(
             thread.join()
 
 
-def is_prefetch_on(environ: Mapping[str, str]) -> bool:
-    """True unless `LAKEHOUSE_PREFETCH` turns the run-start prefetch off (`make bench`'s A/B)."""
-    return environ.get(PREFETCH_ENV, "on").strip().lower() not in {"off", "0", "false", "no"}
-
-
-def prefetch_state(
-    spark: SparkSession, table: str, then: Callable[[], object] | None = None, *, fresh: bool = True
+def _start_rebuild(
+    spark: SparkSession, table: str, then: Callable[[], object] | None
 ) -> Thread | None:
-    """Start rebuilding the state of the table's current snapshot in a background thread.
-
-    A run starts it once its tables are there, so the state its first batch's commit waits for
-    is built while the stream starts (a first rebuild in a new JVM takes seconds); the batch's
-    own rebuild then finds Delta's lazy value computed, or waits for it, if no commit landed in
-    between. With `fresh=False`, of the snapshot this process read last (no listing). Returns
-    the thread, or None over Spark Connect (nothing to prefetch through its public APIs).
-    """
+    """Rebuild the state of the snapshot this process read last in a daemon thread; None over
+    Spark Connect (nothing to rebuild through its public APIs)."""
     if not is_classic(spark):
         return None
 
     def rebuild() -> None:
         with contextlib.suppress(Exception):
-            delta.read_snapshot(spark, table, delta.state_markers, fresh=fresh)
+            delta.read_snapshot(spark, table, delta.state_markers, fresh=False)
             if then is not None:
                 then()
 

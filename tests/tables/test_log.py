@@ -16,7 +16,6 @@ from tables.delta.ledger import CommitMetadata, describe_source, ledger_entry_fr
 from tables.delta.markers import (
     committed_batch,
     is_checksum_complete,
-    prefetch_state,
     read_markers,
     state_prefetched,
 )
@@ -166,16 +165,15 @@ def test_deltas_own_marker_read_needs_a_job_unless_the_state_was_prefetched(
     assert (jobs == 0) is prefetched
 
 
-def test_a_runs_prefetch_builds_the_state_and_then_its_follow_up(
+def test_the_prefetch_runs_its_follow_up_on_the_rebuilt_state(
     spark: SparkSession, make_table: Callable[..., TableSpec]
 ) -> None:
-    """A run's prefetch lists the log itself (no marker read before it) and runs `then` after."""
+    """`then` (the commit's key-range learning) runs after the rebuild, before the block ends."""
     spec = _with_batches(spark, make_table(), 0, 1, 2)
     followed: list[str] = []
 
-    thread = prefetch_state(spark, spec.name, then=lambda: followed.append("then"))
-    assert thread is not None
-    thread.join()
+    with state_prefetched(spark, spec.name, then=lambda: followed.append("then")):
+        spark.range(3).count()
     markers, jobs = spark_jobs(spark, _state_read(spark, spec.name))
 
     assert (markers, jobs) == ({"app": 2}, 0)
