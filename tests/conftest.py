@@ -6,6 +6,7 @@ import itertools
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import MappingProxyType
 
 import pytest
 from pyspark.sql import SparkSession
@@ -19,6 +20,16 @@ from tests.support.kafka_broker import KafkaBroker
 from tests.support.projects import prime_class_archives
 
 EVENT_DDL = "event_id STRING NOT NULL, user_id STRING, amount DOUBLE"
+#: The test session evaluates plans without generated code (CONTRIBUTING.md#test-tiers): its
+#: tables hold a few rows, and compiling a plan's Java code (Janino, then the JIT on the classes)
+#: cost more than running it. Every process a test starts, `make bench` and the product keep
+#: Spark's default; a test of generated code turns it back on (`generated_code`).
+INTERPRETED = MappingProxyType(
+    {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+)
+GENERATED = MappingProxyType(
+    {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}
+)
 _names = itertools.count()
 
 # This process's JVM neither maps nor writes the class archive (it starts once per run). Child
@@ -91,10 +102,21 @@ def spark(lakehouse_home: Path) -> Iterator[SparkSession]:
             "spark.databricks.delta.snapshotPartitions": "2",
             "spark.default.parallelism": "2",
             "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
+            **INTERPRETED,
         },
     )
     yield session
     session.stop()
+
+
+@pytest.fixture
+def generated_code(spark: SparkSession) -> Iterator[None]:
+    """Spark's default for the test: whole-stage code generation, compiled expressions."""
+    for key, value in GENERATED.items():
+        spark.conf.set(key, value)
+    yield
+    for key, value in INTERPRETED.items():
+        spark.conf.set(key, value)
 
 
 @pytest.fixture
