@@ -6,7 +6,6 @@ import itertools
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import MappingProxyType
 
 import pytest
 from pyspark.sql import SparkSession
@@ -17,19 +16,10 @@ from tables.engine.jvm import gateway
 from tables.spec import TableSpec
 from tests.support.connect import Server, connect_server
 from tests.support.kafka_broker import KafkaBroker
+from tests.support.processes import GENERATED, INTERPRETED
 from tests.support.projects import prime_class_archives
 
 EVENT_DDL = "event_id STRING NOT NULL, user_id STRING, amount DOUBLE"
-#: The test session evaluates plans without generated code (CONTRIBUTING.md#test-tiers): its
-#: tables hold a few rows, and compiling a plan's Java code (Janino, then the JIT on the classes)
-#: cost more than running it. Every process a test starts, `make bench` and the product keep
-#: Spark's default; a test of generated code turns it back on (`generated_code`).
-INTERPRETED = MappingProxyType(
-    {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
-)
-GENERATED = MappingProxyType(
-    {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}
-)
 _names = itertools.count()
 
 # This process's JVM neither maps nor writes the class archive (it starts once per run). Child
@@ -102,6 +92,8 @@ def spark(lakehouse_home: Path) -> Iterator[SparkSession]:
             "spark.databricks.delta.snapshotPartitions": "2",
             "spark.default.parallelism": "2",
             "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
+            # Its tables hold a few rows: generating and compiling each plan's Java code (Janino,
+            # then the JIT on the classes) cost more than running it (CONTRIBUTING.md#test-tiers).
             **INTERPRETED,
         },
     )

@@ -7,7 +7,10 @@ A child JVM starts as a short-lived command's should: C1 only (`-XX:TieredStopAt
 optimizing compiler's threads cost a test's few seconds of work more than they save) and mapping
 the class archive that `tests/conftest.py` writes once per pytest run (`use`: a child never
 writes one, which would add a line to its output and 20 s to its exit). Together they take a
-child's start from about 18 s to 10 s here. Neither changes what the JVM computes.
+child's start from about 18 s to 10 s here. Like the test session, a child evaluates its plans
+interpreted (Spark reads `-Dspark.*` system properties as settings): a child's few batches of a
+few rows pay for generating and compiling their code more than they gain from it. None of these
+changes what the JVM computes; the product, `make bench` and `make soak` keep the defaults.
 """
 
 from __future__ import annotations
@@ -17,17 +20,30 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import MappingProxyType
 
 from tables.engine.class_archive import ARCHIVE_ENV
 from tables.engine.session import CONNECT_MODE_VARIABLES
 from tables.faults import ENV_VAR
 
 #: The child JVMs' options (Spark's launcher passes `SPARK_SUBMIT_OPTS` to the driver JVM);
-#: `LAKEHOUSE_TEST_CHILD_JVM_OPTIONS` replaces them (empty: the JVM's defaults), to compare.
-#: C1 alone reserves a 48 MB code cache (240 MB with both compilers): the session keeps 2,000
-#: compiled plan classes, and a child that filled it died ("Out of space in CodeCache for
-#: adapters", a VirtualMachineError that ends the driver).
-CHILD_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
+#: `LAKEHOUSE_TEST_CHILD_JVM_OPTIONS` replaces them (empty: the JVM's and Spark's defaults), to
+#: compare. C1 alone reserves a 48 MB code cache (240 MB with both compilers): the session keeps
+#: 2,000 compiled plan classes, and a child that filled it died ("Out of space in CodeCache for
+#: adapters", a VirtualMachineError that ends the driver). The two `-Dspark.sql.codegen` settings
+#: are the test session's.
+#: How every Spark session of the tests evaluates its plans: interpreted, without generated code
+#: (CONTRIBUTING.md#test-tiers); `GENERATED` is Spark's default, for a test of generated code.
+INTERPRETED = MappingProxyType(
+    {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+)
+GENERATED = MappingProxyType(
+    {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}
+)
+CHILD_JVM_OPTIONS = " ".join(
+    ["-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m"]
+    + [f"-D{key}={value}" for key, value in INTERPRETED.items()]
+)
 CHILD_JVM_OPTIONS_ENV = "LAKEHOUSE_TEST_CHILD_JVM_OPTIONS"
 
 
