@@ -26,12 +26,6 @@ from tables.engine.class_archive import ARCHIVE_ENV
 from tables.engine.session import CONNECT_MODE_VARIABLES
 from tables.faults import ENV_VAR
 
-#: The child JVMs' options (Spark's launcher passes `SPARK_SUBMIT_OPTS` to the driver JVM);
-#: `LAKEHOUSE_TEST_CHILD_JVM_OPTIONS` replaces them (empty: the JVM's and Spark's defaults), to
-#: compare. C1 alone reserves a 48 MB code cache (240 MB with both compilers): the session keeps
-#: 2,000 compiled plan classes, and a child that filled it died ("Out of space in CodeCache for
-#: adapters", a VirtualMachineError that ends the driver). The two `-Dspark.sql.codegen` settings
-#: are the test session's.
 #: How every Spark session of the tests evaluates its plans: interpreted, without generated code
 #: (CONTRIBUTING.md#test-tiers); `GENERATED` is Spark's default, for a test of generated code.
 INTERPRETED = MappingProxyType(
@@ -40,6 +34,12 @@ INTERPRETED = MappingProxyType(
 GENERATED = MappingProxyType(
     {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}
 )
+#: The child JVMs' options (Spark's launcher passes `SPARK_SUBMIT_OPTS` to the driver JVM);
+#: `LAKEHOUSE_TEST_CHILD_JVM_OPTIONS` replaces them (empty: the JVM's and Spark's defaults), to
+#: compare. C1 alone reserves a 48 MB code cache (240 MB with both compilers): the session keeps
+#: 2,000 compiled plan classes, and a child that filled it died ("Out of space in CodeCache for
+#: adapters", a VirtualMachineError that ends the driver). The two `-Dspark.sql.codegen` settings
+#: are the test session's.
 CHILD_JVM_OPTIONS = " ".join(
     ["-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m"]
     + [f"-D{key}={value}" for key, value in INTERPRETED.items()]
