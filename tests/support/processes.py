@@ -38,13 +38,12 @@ GENERATED = MappingProxyType(
 #: `LAKEHOUSE_TEST_CHILD_JVM_OPTIONS` replaces them (empty: the JVM's and Spark's defaults), to
 #: compare. C1 alone reserves a 48 MB code cache (240 MB with both compilers): the session keeps
 #: 2,000 compiled plan classes, and a child that filled it died ("Out of space in CodeCache for
-#: adapters", a VirtualMachineError that ends the driver). The two `-Dspark.sql.codegen` settings
-#: are the test session's.
-CHILD_JVM_OPTIONS = " ".join(
-    ["-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m"]
-    + [f"-D{key}={value}" for key, value in INTERPRETED.items()]
-)
+#: adapters", a VirtualMachineError that ends the driver).
+CHILD_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 CHILD_JVM_OPTIONS_ENV = "LAKEHOUSE_TEST_CHILD_JVM_OPTIONS"
+#: A child driver's settings as system properties: the test session's. Drivers only: Spark
+#: refuses `-Dspark.*` in an executor's Java options (INVALID_EXECUTOR_SPARK_OPTIONS).
+CHILD_DRIVER_PROPERTIES = " ".join(f"-D{key}={value}" for key, value in INTERPRETED.items())
 
 
 def child_jvm_options() -> str:
@@ -55,6 +54,14 @@ def child_jvm_options() -> str:
     C1 alone 124, and the test 145 s instead of 201 (2026-12-02).
     """
     return os.environ.get(CHILD_JVM_OPTIONS_ENV, CHILD_JVM_OPTIONS)
+
+
+def child_driver_options() -> str:
+    """A child driver's JVM options: `child_jvm_options`, and its plans interpreted as the test
+    session's are (replaced too when `LAKEHOUSE_TEST_CHILD_JVM_OPTIONS` is set)."""
+    if CHILD_JVM_OPTIONS_ENV in os.environ:
+        return os.environ[CHILD_JVM_OPTIONS_ENV]
+    return f"{CHILD_JVM_OPTIONS} {CHILD_DRIVER_PROPERTIES}"
 
 
 def child_env(fault: str | None = None, *, master: str = "local[2]") -> dict[str, str]:
@@ -68,7 +75,7 @@ def child_env(fault: str | None = None, *, master: str = "local[2]") -> dict[str
     env["LAKEHOUSE_SPARK_MASTER"] = master
     env[ARCHIVE_ENV] = "use"
     env["SPARK_SUBMIT_OPTS"] = " ".join(
-        filter(None, [env.get("SPARK_SUBMIT_OPTS"), child_jvm_options()])
+        filter(None, [env.get("SPARK_SUBMIT_OPTS"), child_driver_options()])
     )
     if fault:
         env[ENV_VAR] = fault
