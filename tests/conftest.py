@@ -16,7 +16,7 @@ from tables.engine.jvm import gateway
 from tables.spec import TableSpec
 from tests.support.connect import Server, connect_server
 from tests.support.kafka_broker import KafkaBroker
-from tests.support.processes import GENERATED, INTERPRETED
+from tests.support.processes import GENERATED, INTERPRETED, SESSION_JVM_OPTIONS
 from tests.support.projects import prime_class_archives
 
 EVENT_DDL = "event_id STRING NOT NULL, user_id STRING, amount DOUBLE"
@@ -95,6 +95,7 @@ def spark(lakehouse_home: Path) -> Iterator[SparkSession]:
             # Its tables hold a few rows: generating and compiling each plan's Java code (Janino,
             # then the JIT on the classes) cost more than running it (CONTRIBUTING.md#test-tiers).
             **INTERPRETED,
+            "spark.driver.extraJavaOptions": SESSION_JVM_OPTIONS,
         },
     )
     yield session

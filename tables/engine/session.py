@@ -48,6 +48,7 @@ from tables.identifiers import shorten
 
 DEFAULT_HOME = Path(".lakehouse")
 _LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
+JAVA_OPTIONS_CONF = "spark.driver.extraJavaOptions"
 
 #: Settings of the embedded local session (a laptop or CI box, not a cluster) besides its sizing.
 #: Adaptive execution is off: with shuffles already sized to the local cores it has nothing to
@@ -162,7 +163,8 @@ def get_spark(
     Databricks the workspace's session and catalog are used as they are. Under spark-submit the
     session is built on the submitted JVM with the same home and catalog, so a scheduled job's
     tables land where `lakehouse status` finds them. `extra_conf` overrides the embedded defaults
-    (it is ignored when a session already exists). With `kafka`, the embedded session also loads
+    (it is ignored when a session already exists), but for the driver's Java options, which it adds
+    to the session's own. With `kafka`, the embedded session also loads
     Spark's Kafka connector (`tables.engine.connectors`). `driver_classpath` goes on the driver
     JVM's own class path (the JDBC server needs Delta there).
     """
@@ -217,7 +219,7 @@ def embedded_settings(
         HOME_CONF: str(home),
         **catalog.session_conf(home),
         **store_conf,
-        "spark.driver.extraJavaOptions": f"-Dlog4j.configurationFile={_LOG4J_CONFIG}",
+        JAVA_OPTIONS_CONF: f"-Dlog4j.configurationFile={_LOG4J_CONFIG}",
         **EMBEDDED_DEFAULTS,
         **embedded_sizing(local_cores(master, os.cpu_count())),
     }
@@ -228,7 +230,10 @@ def embedded_settings(
         jars.extend(str(jar) for jar in fetch_spark_kafka_jars())
     if jars:
         settings["spark.jars"] = ",".join(jars)
-    settings.update(extra_conf or {})
+    extra = extra_conf or {}
+    own_options = settings[JAVA_OPTIONS_CONF]  # the log4j configuration: added to, not replaced
+    settings.update(extra)
+    settings[JAVA_OPTIONS_CONF] = f"{own_options} {extra.get(JAVA_OPTIONS_CONF, '')}".strip()
     return settings
 
 

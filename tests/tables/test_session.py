@@ -6,7 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from tables.engine.session import is_cluster_environment, java_available
+from tables.engine.catalogs import CatalogSpec
+from tables.engine.session import (
+    JAVA_OPTIONS_CONF,
+    embedded_settings,
+    is_cluster_environment,
+    java_available,
+)
 from tables.engine.sizing import embedded_sizing, local_cores
 
 
@@ -45,3 +51,14 @@ def test_embedded_partitions_follow_the_cores_up_to_eight() -> None:
     assert embedded_sizing(2)["spark.sql.shuffle.partitions"] == "2"
     assert set(embedded_sizing(64).values()) == {"8"}
     assert set(embedded_sizing(None).values()) == {"8"}
+
+
+def test_extra_driver_java_options_are_added_to_the_sessions_own(tmp_path: Path) -> None:
+    """A caller's driver options (a collector, a property) must not drop the log4j configuration."""
+    plain = embedded_settings(tmp_path, CatalogSpec())[JAVA_OPTIONS_CONF]
+    assert plain.startswith("-Dlog4j.configurationFile="), plain
+    assert len(plain.split()) == 1, plain
+    extra = {JAVA_OPTIONS_CONF: "-XX:+UseParallelGC", "spark.sql.shuffle.partitions": "3"}
+    settings = embedded_settings(tmp_path, CatalogSpec(), extra_conf=extra)
+    assert settings[JAVA_OPTIONS_CONF] == f"{plain} -XX:+UseParallelGC"
+    assert settings["spark.sql.shuffle.partitions"] == "3"
