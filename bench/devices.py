@@ -3,7 +3,8 @@
 A device earns its place by saving at least 5 % of the figure it exists for; each is measured
 A/B on that figure in one run, the variants taking turns (`interleaved_medians`):
 - the writer's devices (`tables.delta.writer.SpeedDevices`: known key range, blind append above
-  the high-water mark, kept session clones) on a stream batch, as `stream_rounds` runs it;
+  the high-water mark, kept session clones, a small batch in one task) on a stream batch, as
+  `stream_rounds` runs it;
 - the class archive (`LAKEHOUSE_CLASS_ARCHIVE=off`) on a new `lakehouse ingest` process's first
   committed batch (the run-start prefetch, measured the same way, missed twice and went).
 Each is recorded as the ratio `device_<name>_off_vs_on` (target >= 1.05: 5 % saved).
@@ -30,6 +31,7 @@ WRITER_DEVICES = {
     "key_range": SpeedDevices(key_range=False),
     "blind_append": SpeedDevices(blind_append=False),
     "kept_clones": SpeedDevices(kept_clones=False),
+    "one_task": SpeedDevices(one_task=False),
 }
 START_DEVICES = {"class_archive": {ARCHIVE_ENV: "off"}}
 

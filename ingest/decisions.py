@@ -193,6 +193,24 @@ def should_append(scope: DedupScope, batch_id: int, high_water: int | None) -> b
     return uses_high_water(scope) and (high_water is None or batch_id > high_water)
 
 
+#: A batch Spark estimates below this many bytes is classified, counted and written by one task
+#: (`is_one_task_batch`): an eighth of a file split Spark reads as one task
+#: (`spark.sql.files.maxPartitionBytes`, 128 MiB).
+ONE_TASK_BYTES = 16 * 1024 * 1024
+
+
+def is_one_task_batch(estimated_bytes: int | None) -> bool:
+    """True if a batch is small enough for one task: classified, counted and written in one stage.
+
+    With one input partition Spark needs no shuffle for the batch's duplicate search (a window
+    over the record key) nor for its figures (one aggregate), and the write makes one file: one
+    stage where a batch of two partitions took three, and half the data files in the table's
+    state. A batch whose size Spark cannot tell (None, or its very large default) keeps its
+    partitions.
+    """
+    return estimated_bytes is not None and estimated_bytes < ONE_TASK_BYTES
+
+
 def is_audit_final(read_version: int | None, committed_version: int | None) -> bool:
     """True if no other commit landed between the version an audit read and the batch's commit."""
     return (

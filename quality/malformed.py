@@ -306,18 +306,27 @@ class RecordFormat:
 
 
 def classify(
-    batch: DataFrame, spec: TableSpec, schema: StructType, read: RecordFormat | None = None
+    batch: DataFrame,
+    spec: TableSpec,
+    schema: StructType,
+    read: RecordFormat | None = None,
+    *,
+    one_task: bool = False,
 ) -> DataFrame:
     """Classify every row of a batch: row-local reasons, then duplicates within the batch.
 
     With `sequence_by` (an upsert table), versions of a key with different sequence values are
     not duplicates: a copy or a conflict is a second row with the same key and sequence value.
+    With `one_task` the whole batch is one partition from its read on: the duplicate search
+    needs no shuffle, and what reads the result (its figures, its write) no more than one task.
     """
     read = read or RecordFormat()
     keys, sequence_by = spec.keys, spec.sequence_by
     rows = classify_rows(
         batch, schema, keys, read.raw_format, read.options, spec.unknown_fields, sequence_by
     )
+    if one_task:  # after the row-local steps: a Python step between would hide the partitioning
+        rows = rows.coalesce(1)
     marked = mark_duplicates(rows, schema, keys if sequence_by is None else (*keys, sequence_by))
     keep_records = any(e.action == "quarantine" for e in spec.expectations)
     if RECORD_COLUMN not in marked.columns or keep_records:

@@ -50,6 +50,7 @@ from ingest.decisions import (
     decide_batch,
     dedup_condition,
     dedup_scope,
+    is_one_task_batch,
     should_append,
     uses_high_water,
 )
@@ -65,6 +66,7 @@ from tables.delta.history import naming_damaged_log
 from tables.delta.ledger import CommitMetadata
 from tables.delta.markers import read_markers, state_prefetched
 from tables.delta.writer import TableWriter
+from tables.engine.jvm import estimated_bytes
 from tables.errors import CheckpointLostError, ExpectationFailedError
 from tables.spec import TableSpec
 
@@ -108,6 +110,7 @@ def commit_batch(
         if evolved.added:  # the schema commit moved the table on: read it again
             read = read_markers(spark, spec.name)
     batch, schema = evolved.batch, evolved.schema
+    one_task = writer.devices.one_task and is_one_task_batch(estimated_bytes(batch))
 
     watch = Stopwatch()
     with ExitStack() as cleanup:
@@ -122,7 +125,7 @@ def commit_batch(
         )
         with state_prefetched(spark, spec.name, then=learn):
             with watch.stage("prepare"):
-                prepared = prepare_batch(spec, schema, batch, options)
+                prepared = prepare_batch(spec, schema, batch, options, one_task=one_task)
             cleanup.callback(prepared.classified.unpersist)
             staged = _stage(writer, batch_id, prepared, watch)
         stats, plan = prepared.stats, staged.plan

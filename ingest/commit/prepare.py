@@ -83,18 +83,25 @@ class PreparedBatch:
 
 
 def prepare_batch(
-    spec: TableSpec, schema: StructType, batch: DataFrame, options: CommitOptions
+    spec: TableSpec,
+    schema: StructType,
+    batch: DataFrame,
+    options: CommitOptions,
+    *,
+    one_task: bool = False,
 ) -> PreparedBatch:
     """Classify and persist a batch, run its expectations, and count it: the same on every replay.
 
     The classified rows are persisted so every later step (validation, counts, quarantine, MERGE)
     sees the same rows, even from a non-deterministic source. The caller unpersists `classified`.
-    `options` says how the batch was read (its corrupt text's format) and its expectation gate.
+    `options` says how the batch was read (its corrupt text's format) and its expectation gate;
+    `one_task` classifies, persists and counts a small batch in one task (one stage, one file).
     """
     spark, gate = batch.sparkSession, options.gate
     rows = with_rescued(batch, schema)
     read = RecordFormat(options.raw_format, options.reader_options)
-    classified = classify(rows, spec, schema, read).persist(StorageLevel.MEMORY_AND_DISK)
+    classified = classify(rows, spec, schema, read, one_task=one_task)
+    classified = classified.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         stats = batch_stats(classified, schema, spec.dedup_column, spec.keys)
     except BaseException:

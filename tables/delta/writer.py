@@ -37,12 +37,15 @@ class SpeedDevices:
     - `blind_append`: under `batch` dedup a batch above the app's high-water mark commits as
       Delta's idempotent append instead of a MERGE (`high_water.HighWater`);
     - `kept_clones`: one session clone per thread kept from commit to commit, instead of one per
-      commit (`tables.engine.clones.SessionClones`; a clone per commit also stays in the JVM).
+      commit (`tables.engine.clones.SessionClones`; a clone per commit also stays in the JVM);
+    - `one_task`: a small batch classified, counted and written by one task, in one stage
+      (`ingest.decisions.is_one_task_batch`).
     """
 
     key_range: bool = True
     blind_append: bool = True
     kept_clones: bool = True
+    one_task: bool = True
 
 
 @dataclass

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from chispa import assert_df_equality
@@ -12,10 +13,12 @@ from pyspark.sql import functions as F
 
 from ingest.commit import commit_batch
 from ingest.commit.options import CommitOptions
+from ingest.decisions import ONE_TASK_BYTES
 from tables.delta.history import find_ledger_entry, read_ledger, table_version
 from tables.delta.markers import committed_batch, committed_batches
 from tables.delta.table import table_detail
-from tables.delta.writer import TableWriter
+from tables.delta.writer import SpeedDevices, TableWriter
+from tables.engine.jvm import estimated_bytes
 from tables.errors import BatchContentMismatchError, CheckpointLostError, SchemaMismatchError
 from tables.spec import TableSpec
 
@@ -49,15 +52,18 @@ def test_same_batch_twice_lands_once_and_second_is_skipped(
     assert committed_batch(spark, spec.name, "app") == 0
 
 
+@pytest.mark.parametrize("one_task", [True, False], ids=["one-task", "three-partitions"])
 def test_copies_in_a_batch_land_once_and_a_conflicting_copy_is_quarantined(
-    spark: SparkSession, make_table: MakeTable
+    spark: SparkSession, make_table: MakeTable, one_task: bool
 ) -> None:
+    """The same rows are kept whether the batch is classified in one task or across three."""
     spec = make_table()
     batch = events(
         spark, [("e1", "u1", 1.0), ("e1", "u1", 1.0), ("e1", "u9", 9.0), ("e2", "u2", 2.0)]
     )
+    writer = TableWriter(spark, spec, "app", devices=SpeedDevices(one_task=one_task))
 
-    result = commit_batch(TableWriter(spark, spec, "app"), 0, batch.repartition(3))
+    result = commit_batch(writer, 0, batch.repartition(3))
 
     counts = (
         result.rows_read,
@@ -72,6 +78,43 @@ def test_copies_in_a_batch_land_once_and_a_conflicting_copy_is_quarantined(
     )
     [reason] = [r[0] for r in spark.table(spec.quarantine_name).select("_lh_reason").collect()]
     assert reason.startswith("conflicting duplicate: record key event_id=e1 appears")
+
+
+def test_a_small_batch_is_written_by_one_task_as_one_file(
+    spark: SparkSession, make_table: MakeTable, tmp_path: Path
+) -> None:
+    """A batch Spark sizes below ONE_TASK_BYTES (read from files, or generated) is one task and
+    one data file, whatever its partitions; without the device each partition writes a file.
+    Rows Spark cannot size (a driver's list: Spark's very large default) keep their partitions."""
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    for part in range(3):
+        lines = [f'{{"event_id": "e{part}{i}", "user_id": "u", "amount": {i}}}' for i in range(2)]
+        (landing / f"{part}.json").write_text("\n".join(lines) + "\n")
+    read = spark.read.schema(SCHEMA).json(str(landing))
+    generated = spark.range(6).select(
+        F.concat(F.lit("g"), F.col("id").cast("string")).alias("event_id"),
+        F.lit("u").alias("user_id"),
+        F.col("id").cast("double").alias("amount"),
+    )
+    files = {}
+    for name, batch in (("read", read), ("generated", generated.repartition(3))):
+        for one_task in (True, False):
+            spec = make_table()
+            writer = TableWriter(spark, spec, "app", devices=SpeedDevices(one_task=one_task))
+            result = commit_batch(writer, 0, batch)
+            assert (result.status, result.rows_inserted) == ("committed", 6)
+            files[name, one_task] = table_detail(spark, spec.name).num_files
+
+    assert files[("read", True)] == files[("generated", True)] == 1
+    assert files[("read", False)] > 1
+    assert files[("generated", False)] > 1
+    listed = events(spark, [("e1", "u1", 1.0)])
+    assert estimated_bytes(listed) is not None
+    assert estimated_bytes(listed) >= ONE_TASK_BYTES
+    large = spark.range(2_000_000).select(F.col("id").cast("string").alias("event_id"))
+    assert estimated_bytes(large) is not None
+    assert estimated_bytes(large) >= ONE_TASK_BYTES  # sized without a job
 
 
 def test_an_empty_batch_commits_its_marker_and_ledger_entry_only(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ingest.decisions import (
+    ONE_TASK_BYTES,
     TimeWindow,
     backoff_seconds,
     commit_landed,
@@ -14,6 +15,7 @@ from ingest.decisions import (
     is_audit_final,
     is_checkpoint_lost,
     is_content_conflict,
+    is_one_task_batch,
     is_same_fingerprint,
     lost_checkpoint_fixes,
     merge_condition,
@@ -160,3 +162,17 @@ def test_a_lost_kafka_checkpoint_names_resume_from_log_first_and_a_file_one_does
     assert lost_checkpoint_fixes("landing", "files") == (
         "restore the checkpoint, or run under a new app id"
     )
+
+
+@pytest.mark.parametrize(
+    ("estimated", "expected"),
+    [
+        (None, False),  # over Spark Connect: not estimated
+        (0, True),
+        (ONE_TASK_BYTES - 1, True),
+        (ONE_TASK_BYTES, False),
+        (2**63 - 1, False),  # Spark's default for a source that cannot tell (Kafka)
+    ],
+)
+def test_is_one_task_batch(estimated: int | None, expected: bool) -> None:
+    assert is_one_task_batch(estimated) is expected

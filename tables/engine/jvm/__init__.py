@@ -21,7 +21,7 @@ from pyspark.sql.session import SparkSession as Session
 from tables.errors import ClassicOnlyError
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 
 def is_classic(spark: SparkSession) -> bool:
@@ -111,3 +111,15 @@ def code_compilations(spark: SparkSession) -> int:
     """
     metrics = gateway(spark, "counting compiled code").org.apache.spark.metrics.source
     return int(metrics.CodegenMetrics.METRIC_COMPILATION_TIME().getCount())
+
+
+def estimated_bytes(frame: DataFrame) -> int | None:
+    """Spark's estimate of a DataFrame's size in bytes, from its optimizer's statistics.
+
+    None over Spark Connect. No public API returns a plan's statistics (`EXPLAIN COST` prints
+    them as text); a commit sizes a batch's tasks by them (`ingest.decisions.is_one_task_batch`).
+    A source that cannot tell its size (Kafka) reports Spark's default, which is very large.
+    """
+    if not is_classic(frame.sparkSession):
+        return None
+    return int(frame._jdf.queryExecution().optimizedPlan().stats().sizeInBytes())
