@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from tables.engine.connectors import cache_root, dependency, maven_fetch
 from tables.engine.jvm import gateway
+from tables.engine.jvm.conditions import java_class_names
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -360,10 +361,24 @@ class KafkaBroker:
             topic = topic.configs(dict(config))
         self._wait(self.admin().createTopics([topic]).all())
         deadline = time.monotonic() + 30
-        while len(self.latest_offsets(name)) < partitions:
+        while len(self._offsets_once_known(name)) < partitions:
             if time.monotonic() > deadline:
                 raise KafkaBrokerError(f"topic {name} has no leader for every partition")
             time.sleep(0.1)
+
+    def _offsets_once_known(self, topic: str) -> dict[int, int]:
+        """The topic's latest offsets, or none while the broker does not yet serve a partition.
+
+        A created topic reaches the broker's metadata a moment later: until then `describeTopics`
+        or `listOffsets` fails with UnknownTopicOrPartition (one fresh-clone run met it) or
+        LeaderNotAvailable.
+        """
+        try:
+            return self.latest_offsets(topic)
+        except Exception as exc:
+            if java_class_names(exc) & _NOT_YET_SERVED:
+                return {}
+            raise
 
     def produce(
         self,
@@ -444,6 +459,15 @@ class KafkaBroker:
     def _wait(self, future: Any, seconds: int = 30) -> Any:
         unit = self._java().java.util.concurrent.TimeUnit.SECONDS
         return future.get(seconds, unit)
+
+
+#: Kafka's errors for a partition the broker's metadata does not have a leader for yet.
+_NOT_YET_SERVED = frozenset(
+    {
+        "org.apache.kafka.common.errors.UnknownTopicOrPartitionException",
+        "org.apache.kafka.common.errors.LeaderNotAvailableException",
+    }
+)
 
 
 def _java_duration(jvm: Any, seconds: int) -> Any:
