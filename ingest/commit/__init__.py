@@ -221,7 +221,8 @@ def _stage(
     landing = stats.rows - stats.rows_rejected - stats.rows_copies
     window = time_window(spec, schema, stats)
     ingested_at = datetime.now(UTC)
-    merge_source = with_lineage(landable, app_id, batch_id, ingested_at)
+    joined = prepared.one_task  # a small batch: its stamp as data, no code compiled per batch
+    merge_source = with_lineage(landable, app_id, batch_id, ingested_at, stamp_joined=joined)
     plan = None
     if spec.merge == "upsert":
         with watch.stage("plan"):
@@ -230,7 +231,9 @@ def _stage(
                 merge_source = plan.source
             else:
                 plan = plan_upsert(spark, spec, schema, landable, landing)
-                merge_source = with_lineage(plan.source, app_id, batch_id, ingested_at)
+                merge_source = with_lineage(
+                    plan.source, app_id, batch_id, ingested_at, stamp_joined=joined
+                )
         landable, landing = plan.source, plan.landing
     if stats.rows_rejected:
         with watch.stage("quarantine"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from pyspark import StorageLevel
@@ -46,6 +46,10 @@ if TYPE_CHECKING:
 
     from ingest.commit.options import CommitOptions
     from quality.expectations import GateOutcome
+#: The one-row relation a small batch's lineage stamp comes from (`with_lineage`).
+_STAMP_BATCH = "_lh_stamp_batch_id"
+_STAMP_TIME = "_lh_stamp_ingested_at"
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 READER_COLUMNS = (
     CORRUPT_COLUMN,
     SOURCE_FILE_COLUMN,
@@ -80,6 +84,8 @@ class PreparedBatch:
     stats: BatchStats
     gate: GateOutcome | None
     schema: StructType
+    one_task: bool = False
+    """Classified, persisted and counted by one task (`is_one_task_batch`)."""
 
 
 def prepare_batch(
@@ -118,13 +124,13 @@ def prepare_batch(
         if spec.unknown_fields == "fail":
             assert_nothing_rescued(classified, spec)
         if gate is None or stats.rows == stats.rows_rejected:
-            return PreparedBatch(classified, classified, stats, None, schema)
+            return PreparedBatch(classified, classified, stats, None, schema, one_task)
         landable = classified.filter(landable_rows()).select(*schema.fieldNames(), ROW_HASH_COLUMN)
         outcome = gate.validate(landable)
         reasons = quarantine_reasons(outcome)
         rows = with_gate_reasons(spark, classified, reasons)
         stats = replace(stats, rows_rejected=stats.rows_rejected + len(reasons))
-        return PreparedBatch(classified, rows, stats, outcome, schema)
+        return PreparedBatch(classified, rows, stats, outcome, schema, one_task)
     except BaseException:
         classified.unpersist()
         raise
@@ -233,11 +239,39 @@ def files_source(files: tuple[str, ...]) -> dict[str, Any]:
     return {"kind": "files", "files": list(files)} if files else {}
 
 
-def with_lineage(rows: DataFrame, app_id: str, batch_id: int, ingested_at: datetime) -> DataFrame:
-    """Prefix the lineage columns: app id, batch id and the batch's ingestion time."""
-    return rows.select(
+def with_lineage(
+    rows: DataFrame,
+    app_id: str,
+    batch_id: int,
+    ingested_at: datetime,
+    *,
+    stamp_joined: bool = False,
+) -> DataFrame:
+    """Prefix the lineage columns: app id, batch id and the batch's ingestion time.
+
+    Spark writes a long or timestamp literal into the generated code of the plan that holds it
+    (a string goes into an array of references), so as literals the batch id and the time make
+    every batch compile its own classes for the write (two, 6-10 ms each) and fill the
+    compiled-code cache by two entries a batch. With `stamp_joined` both come from a one-row
+    relation joined in (broadcast from the driver, no job) and the generated code is the same
+    for every batch: what a small batch should do (its compile costs more than the join's work
+    per row); a large batch keeps the literals (docs/benchmarks.md#compiled-code-cache).
+    """
+    if not stamp_joined:
+        return rows.select(
+            F.lit(app_id).alias(APP_ID_COLUMN),
+            F.lit(batch_id).cast("bigint").alias(BATCH_ID_COLUMN),
+            F.lit(ingested_at).cast("timestamp").alias(INGESTED_AT_COLUMN),
+            *rows.columns,
+        )
+    micros = (ingested_at - _EPOCH) // timedelta(microseconds=1)  # exact, as PySpark's literal
+    stamp = rows.sparkSession.sql(  # two integers, formatted: nothing from a record
+        f"SELECT * FROM VALUES (CAST({int(batch_id)} AS BIGINT), timestamp_micros({micros})) "
+        f"AS stamp({_STAMP_BATCH}, {_STAMP_TIME})"
+    )
+    return rows.crossJoin(F.broadcast(stamp)).select(
         F.lit(app_id).alias(APP_ID_COLUMN),
-        F.lit(batch_id).cast("bigint").alias(BATCH_ID_COLUMN),
-        F.lit(ingested_at).cast("timestamp").alias(INGESTED_AT_COLUMN),
-        *rows.columns,
+        F.col(_STAMP_BATCH).alias(BATCH_ID_COLUMN),
+        F.col(_STAMP_TIME).alias(INGESTED_AT_COLUMN),
+        *[F.col(c) for c in rows.columns],
     )

@@ -18,7 +18,7 @@ from tables.delta.history import find_ledger_entry, read_ledger, table_version
 from tables.delta.markers import committed_batch, committed_batches
 from tables.delta.table import table_detail
 from tables.delta.writer import SpeedDevices, TableWriter
-from tables.engine.jvm import estimated_bytes
+from tables.engine.jvm import code_compilations, estimated_bytes
 from tables.errors import BatchContentMismatchError, CheckpointLostError, SchemaMismatchError
 from tables.spec import TableSpec
 
@@ -115,6 +115,32 @@ def test_a_small_batch_is_written_by_one_task_as_one_file(
     large = spark.range(2_000_000).select(F.col("id").cast("string").alias("event_id"))
     assert estimated_bytes(large) is not None
     assert estimated_bytes(large) >= ONE_TASK_BYTES  # sized without a job
+
+
+@pytest.mark.usefixtures("generated_code")
+def test_a_small_batch_compiles_no_code_of_its_own_for_its_batch_id_and_time(
+    spark: SparkSession, make_table: MakeTable, tmp_path: Path
+) -> None:
+    """Spark writes a long or timestamp literal into generated code: as literals, each batch's id
+    and ingestion time made its write compile new classes. A one-task batch joins them in as
+    data: a steady commit of a file's rows compiles none, the same with literals does."""
+    writers = {
+        one_task: TableWriter(spark, make_table(), "app", devices=SpeedDevices(one_task=one_task))
+        for one_task in (True, False)
+    }
+    compiled: dict[bool, list[int]] = {True: [], False: []}
+    for batch_id in range(4):
+        landed = tmp_path / f"{batch_id}.json"
+        landed.write_text(f'{{"event_id": "e{batch_id}", "user_id": "u", "amount": 1.0}}\n')
+        for one_task, writer in writers.items():
+            before = code_compilations(spark)
+            rows = spark.read.schema(SCHEMA).json(str(landed))
+            assert commit_batch(writer, batch_id, rows).status == "committed"
+            compiled[one_task].append(code_compilations(spark) - before)
+
+    assert compiled[True][-1] == 0, compiled
+    assert compiled[False][-1] > 0, compiled
+    assert spark.table(writers[True].spec.name).select("_lh_batch_id").distinct().count() == 4
 
 
 def test_an_empty_batch_commits_its_marker_and_ledger_entry_only(
