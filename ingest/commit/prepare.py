@@ -253,8 +253,8 @@ def with_lineage(
     (a string goes into an array of references), so as literals the batch id and the time make
     every batch compile its own classes for the write (two, 6-10 ms each) and fill the
     compiled-code cache by two entries a batch. With `stamp_joined` both come from a one-row
-    relation joined in (broadcast from the driver, no job) and the generated code is the same
-    for every batch: what a small batch should do (its compile costs more than the join's work
+    `VALUES` relation paired with each row (no job of its own) and the generated code is the
+    same for every batch: what a small batch should do (its compile costs more than the pairing
     per row); a large batch keeps the literals (docs/benchmarks.md#compiled-code-cache).
     """
     if not stamp_joined:
@@ -269,7 +269,8 @@ def with_lineage(
         f"SELECT * FROM VALUES (CAST({int(batch_id)} AS BIGINT), timestamp_micros({micros})) "
         f"AS stamp({_STAMP_BATCH}, {_STAMP_TIME})"
     )
-    return rows.crossJoin(F.broadcast(stamp)).select(
+    # A product with the one row, task by task: a broadcast would collect it with a job.
+    return rows.crossJoin(stamp.hint("shuffle_replicate_nl")).select(
         F.lit(app_id).alias(APP_ID_COLUMN),
         F.col(_STAMP_BATCH).alias(BATCH_ID_COLUMN),
         F.col(_STAMP_TIME).alias(INGESTED_AT_COLUMN),
