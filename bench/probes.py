@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 from pathlib import Path
+from typing import NamedTuple
 
 
 def status_field(pid: int, name: str) -> int:
@@ -52,9 +53,27 @@ def driver_jvm(pid: int) -> int:
     raise RuntimeError("the ingest process has no driver JVM")
 
 
-def live_heap(jvm: int) -> tuple[float, dict[str, float]]:
-    """The JVM's live heap in MiB, and its 15 largest classes (MiB): the class histogram,
-    taken after a full GC (`jcmd GC.class_histogram`)."""
+class LiveHeap(NamedTuple):
+    """What a JVM keeps after a full GC, from its class histogram."""
+
+    mib: float
+    largest: dict[str, float]
+    """The 15 largest classes, MiB each."""
+    generated_classes: int
+    """Classes Spark compiled that are still held (one `GeneratedClass` object each: the
+    compiled-code cache's entries and what running plans hold)."""
+
+
+#: The class every class Spark compiles at run time extends (janino's output).
+GENERATED_CLASS = "org.apache.spark.sql.catalyst.expressions.GeneratedClass"
+
+
+def live_heap(jvm: int) -> LiveHeap:
+    """The JVM's live heap: the class histogram taken after a full GC (`jcmd GC.class_histogram`).
+
+    Each compiled class is loaded by a class loader of its own, so the histogram has a row per
+    compiled class still held, all named `GENERATED_CLASS`: their count is the cache's size.
+    """
     histogram = subprocess.run(
         ["jcmd", str(jvm), "GC.class_histogram"],
         capture_output=True,
@@ -65,7 +84,8 @@ def live_heap(jvm: int) -> tuple[float, dict[str, float]]:
     total = re.search(r"^Total\s+\d+\s+(\d+)", histogram, re.MULTILINE)
     rows = re.findall(r"^\s*\d+:\s+\d+\s+(\d+)\s+(\S+)", histogram, re.MULTILINE)
     largest = {name: round(int(size) / 2**20, 2) for size, name in rows[:15]}
-    return (int(total.group(1)) / 2**20 if total else float("nan")), largest
+    generated = sum(1 for _, name in rows if name == GENERATED_CLASS)
+    return LiveHeap(int(total.group(1)) / 2**20 if total else float("nan"), largest, generated)
 
 
 def thread_names(pid: int) -> dict[str, int]:

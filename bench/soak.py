@@ -61,6 +61,8 @@ class Sample:
     delta_log_files: int
     checkpoint_bytes: int
     heap_after_gc_mb: float | None = None
+    generated_classes: int | None = None
+    """Compiled classes the driver still holds (`probes.live_heap`)."""
 
 
 def project(root: Path, optimize_every: int) -> None:
@@ -208,9 +210,9 @@ def soak(plan: Plan, root: Path) -> dict[str, Any]:
                 checkpoint_bytes=tree_size(home / "checkpoints"),
             )
             if live is not None:
-                sample.heap_after_gc_mb, largest = live
+                sample.heap_after_gc_mb, sample.generated_classes = live.mib, live.generated_classes
                 if batch_id + 1 in (early_at, batches):
-                    classes[batch_id + 1] = largest
+                    classes[batch_id + 1] = live.largest
             samples.append(sample)
             if batch_id + 1 in (early_at, batches):
                 named = {"jvm": thread_names(jvm), "python": thread_names(ingest.pid)}
@@ -256,6 +258,7 @@ def soak(plan: Plan, root: Path) -> dict[str, Any]:
         "timings": {str(k): v for k, v in timings.items()},
         "threads": {str(k): v for k, v in threads.items()},
         "largest_classes_mb": {str(k): v for k, v in classes.items()},
+        "generated_classes": {str(n): by_id[n - 1].generated_classes for n in (early_at, batches)},
         "samples": [asdict(s) for s in samples],
     }
 
