@@ -49,8 +49,8 @@ test-slow: setup ## Slow tier: child drivers, brokers, servers, clusters, Spark 
 slow-processes: setup
 	@$(call tier,slow and not connect and not long,$(call workers,$(SLOW_WORKERS)))
 
-# The Connect tier: its pytest process holds no classic session. The soaks are long proofs
-# (`make verify`, `make soak`), not CI's.
+# The Connect tier: its pytest process holds no classic session. The 300-batch soak runs in
+# slow-processes; the 3,000-batch one is `make soak`'s, not CI's.
 slow-connect: setup
 	@$(call tier,connect and not long,)
 
