@@ -26,6 +26,7 @@ from ingest.cli.common import (
     err,
     handle_errors,
     spark_for,
+    with_reflowed_help,
 )
 from ingest.cli.output import OutputFormat, render
 from ingest.cli.views import history_view
@@ -379,6 +380,7 @@ app.command(
     name="job-script",
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
 )(cli_deploy.job_script)
+with_reflowed_help(app)
 
 
 def main() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -133,3 +134,19 @@ def spark_for(config: LakehouseConfig, context: typer.Context) -> SparkSession:
 def emit(text: str) -> None:
     """Print a command's result on stdout."""
     typer.echo(text)
+
+
+def reflowed(doc: str) -> str:
+    """A docstring as help text: each paragraph's lines joined into one line.
+
+    Typer's help keeps a docstring's line breaks and then wraps each line to the terminal, so at
+    80 columns a 100-column source line printed as two, the second a word or two long.
+    """
+    return "\n\n".join(" ".join(p.split()) for p in inspect.cleandoc(doc).split("\n\n"))
+
+
+def with_reflowed_help(commands: typer.Typer) -> None:
+    """Give each registered command of `commands` its docstring's `reflowed` text as its help."""
+    for info in commands.registered_commands:
+        if info.help is None and info.callback is not None and info.callback.__doc__:
+            info.help = reflowed(info.callback.__doc__)

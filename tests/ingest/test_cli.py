@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import time
 from pathlib import Path
@@ -14,7 +15,7 @@ from pyspark.sql import SparkSession
 from typer.testing import CliRunner
 
 from ingest.cli.commands import app
-from ingest.cli.common import EXIT_TRANSIENT, handle_errors
+from ingest.cli.common import EXIT_TRANSIENT, handle_errors, reflowed
 
 runner = CliRunner()
 
@@ -82,6 +83,40 @@ def test_ingest_help_comes_from_the_docstring() -> None:
     result = runner.invoke(app, ["ingest", "--help"])
     assert result.exit_code == 0
     assert "exactly once" in result.output
+
+
+def test_a_commands_help_wraps_its_paragraphs_to_80_columns(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A docstring's line breaks are not kept: at 80 columns they printed lines of a word or two
+    (`lakehouse ingest --help`: "what is there" alone on a line)."""
+    monkeypatch.setenv("COLUMNS", "80")
+    commands = [name for c in app.registered_commands if (name := c.name or c.callback.__name__)]
+    for command in commands:
+        result = runner.invoke(app, [command, "--help"])
+        assert result.exit_code == 0, (command, result.output)
+        description = [line.rstrip() for line in result.output.split("╭")[0].splitlines()]
+        assert all(len(line) <= 80 for line in description), command
+        paragraph: list[str] = []
+        for line in [*description, ""]:
+            if line:
+                paragraph.append(line)
+                continue
+            # A line ends early only where the next word would not have fitted on it.
+            for text, after in itertools.pairwise(paragraph):
+                assert len(text) + 1 + len(after.split()[0]) > 78, (command, text, after)
+            paragraph = []
+
+
+def test_reflowed_help_joins_a_paragraphs_lines_and_keeps_paragraphs() -> None:
+    doc = """Summary line.
+
+        A paragraph over
+        two lines.
+
+        Another.
+        """
+    assert reflowed(doc) == "Summary line.\n\nA paragraph over two lines.\n\nAnother."
 
 
 def test_ingest_again_is_a_no_op(project: Path) -> None:
