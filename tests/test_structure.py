@@ -27,6 +27,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import LONGEST_FIRST
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("tables", "quality", "ingest")
 _MUTABLE = (
@@ -216,3 +218,8 @@ def test_the_run_path_takes_at_most_five_parameters(module: str) -> None:
             if len(parameters) > 5:
                 wide.append(f"{name}.{function.__name__}: {len(parameters)}")
     assert wide == []
+
+
+def test_the_slow_tiers_longest_modules_first_name_modules_that_exist() -> None:
+    """A module renamed out of `LONGEST_FIRST` would quietly go back to the end of the tier."""
+    assert [m for m in LONGEST_FIRST if not (ROOT / m).is_file()] == []
