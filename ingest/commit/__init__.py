@@ -221,20 +221,23 @@ def _stage(
     landing = stats.rows - stats.rows_rejected - stats.rows_copies
     window = time_window(spec, schema, stats)
     ingested_at = datetime.now(UTC)
-    joined = prepared.one_task  # a small batch: its stamp as data, no code compiled per batch
-    merge_source = with_lineage(landable, app_id, batch_id, ingested_at, stamp_joined=joined)
+
+    def stamped(frame: DataFrame) -> DataFrame:
+        # A small batch's stamp comes as data: its write compiles no code of its own.
+        return with_lineage(frame, app_id, batch_id, ingested_at, stamp_joined=prepared.one_task)
+
     plan = None
     if spec.merge == "upsert":
         with watch.stage("plan"):
             if spec.history == "scd2":  # the source is the history's changes, lineage kept
-                plan = plan_history(spark, spec, schema, merge_source, landing)
+                plan = plan_history(spark, spec, schema, stamped(landable), landing)
                 merge_source = plan.source
             else:
                 plan = plan_upsert(spark, spec, schema, landable, landing)
-                merge_source = with_lineage(
-                    plan.source, app_id, batch_id, ingested_at, stamp_joined=joined
-                )
+                merge_source = stamped(plan.source)
         landable, landing = plan.source, plan.landing
+    else:
+        merge_source = stamped(landable)
     if stats.rows_rejected:
         with watch.stage("quarantine"):
             ensure_quarantine_table(spark, spec)

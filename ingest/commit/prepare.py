@@ -257,22 +257,23 @@ def with_lineage(
     same for every batch: what a small batch should do (its compile costs more than the pairing
     per row); a large batch keeps the literals (docs/benchmarks.md#compiled-code-cache).
     """
-    if not stamp_joined:
-        return rows.select(
-            F.lit(app_id).alias(APP_ID_COLUMN),
-            F.lit(batch_id).cast("bigint").alias(BATCH_ID_COLUMN),
-            F.lit(ingested_at).cast("timestamp").alias(INGESTED_AT_COLUMN),
-            *rows.columns,
-        )
-    micros = (ingested_at - _EPOCH) // timedelta(microseconds=1)  # exact, as PySpark's literal
-    stamp = rows.sparkSession.sql(  # two integers, formatted: nothing from a record
-        f"SELECT * FROM VALUES (CAST({int(batch_id)} AS BIGINT), timestamp_micros({micros})) "
-        f"AS stamp({_STAMP_BATCH}, {_STAMP_TIME})"
+    source, stamp_batch, stamp_time = (
+        rows,
+        F.lit(batch_id).cast("bigint"),
+        F.lit(ingested_at).cast("timestamp"),
     )
-    # A product with the one row, task by task: a broadcast would collect it with a job.
-    return rows.crossJoin(stamp.hint("shuffle_replicate_nl")).select(
+    if stamp_joined:
+        micros = (ingested_at - _EPOCH) // timedelta(microseconds=1)  # exact, as PySpark's literal
+        stamp = rows.sparkSession.sql(  # two integers, formatted: nothing from a record
+            f"SELECT * FROM VALUES (CAST({int(batch_id)} AS BIGINT), timestamp_micros({micros})) "
+            f"AS stamp({_STAMP_BATCH}, {_STAMP_TIME})"
+        )
+        # A product with the one row, task by task: a broadcast would collect it with a job.
+        source = rows.crossJoin(stamp.hint("shuffle_replicate_nl"))
+        stamp_batch, stamp_time = F.col(_STAMP_BATCH), F.col(_STAMP_TIME)
+    return source.select(
         F.lit(app_id).alias(APP_ID_COLUMN),
-        F.col(_STAMP_BATCH).alias(BATCH_ID_COLUMN),
-        F.col(_STAMP_TIME).alias(INGESTED_AT_COLUMN),
+        stamp_batch.alias(BATCH_ID_COLUMN),
+        stamp_time.alias(INGESTED_AT_COLUMN),
         *[F.col(c) for c in rows.columns],
     )
