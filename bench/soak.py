@@ -118,15 +118,16 @@ def timed(root: Path, *args: str) -> float:
     return time.monotonic() - started
 
 
+def assert_running(ingest: subprocess.Popen[str]) -> None:
+    """Raise if the ingest process has ended (a wait for its output would never end)."""
+    if ingest.poll() is not None:
+        raise RuntimeError(f"the ingest process ended (exit {ingest.returncode}): see its log")
+
+
 def settled_batches(log: Path, ingest: subprocess.Popen[str]) -> Iterator[dict[str, Any]]:
     """The batch log's lines as they are appended (waits for each while `ingest` runs)."""
-
-    def assert_running() -> None:
-        if ingest.poll() is not None:
-            raise RuntimeError(f"the ingest process ended (exit {ingest.returncode}): see its log")
-
     while not log.exists():
-        assert_running()
+        assert_running(ingest)
         time.sleep(0.2)
     # A read can meet a line while it is written (one `write` is atomic against other writers,
     # not against a reader): a piece without its newline waits for the rest. A 3,000-batch run
@@ -139,7 +140,7 @@ def settled_batches(log: Path, ingest: subprocess.Popen[str]) -> Iterator[dict[s
                 line, pending = pending, ""
                 yield json.loads(line)
             else:
-                assert_running()
+                assert_running(ingest)
                 time.sleep(0.05)
 
 
@@ -152,8 +153,7 @@ def wait_for_upkeep(log: Path, batch_id: int, ingest: subprocess.Popen[str]) -> 
     said = f"maintenance after batch {batch_id}:"
     deadline = time.monotonic() + 1800
     while said not in log.read_text(errors="replace"):
-        if ingest.poll() is not None:
-            raise RuntimeError(f"the ingest process ended (exit {ingest.returncode}): see its log")
+        assert_running(ingest)
         if time.monotonic() > deadline:
             raise RuntimeError(f"no upkeep after batch {batch_id} within 30 minutes: see its log")
         time.sleep(0.2)
