@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, get_args
 
 from ingest.config.model import PipelineSpec
@@ -30,7 +31,7 @@ from ingest.config.where import (
 from ingest.routing import Route, Routing
 from ingest.sources import Source
 from ingest.sources.file_read import FileFormat
-from ingest.sources.files import FileSource
+from ingest.sources.files import CleanSource, FileSource
 from ingest.sources.kafka import KafkaSource, ValueFormat
 from ingest.triggers import parse_trigger
 from tables.identifiers import shorten, validate_app_id, validate_pipeline_name, validate_table_name
@@ -39,7 +40,9 @@ from tables.spec import TableSpec, quarantine_table_name
 _PIPELINE_KEYS = frozenset(
     {"table", "app_id", "trigger", "checkpoint", "source", "route_by", "routes", "dead_letter"}
 )
-_SOURCE_KEYS = frozenset({"kind", "format", "path", "options", "max_files_per_trigger"})
+_SOURCE_KEYS = frozenset(
+    {"kind", "format", "path", "options", "max_files_per_trigger", "clean_source", "archive_dir"}
+)
 _KAFKA_KEYS = frozenset(
     {
         "kind",
@@ -53,7 +56,24 @@ _KAFKA_KEYS = frozenset(
     }
 )
 #: Reader options the file source sets itself: a config value would be overridden silently.
-_READER_OWNED = frozenset({"mode", "columnnameofcorruptrecord", "path", "maxfilespertrigger"})
+_READER_OWNED = frozenset(
+    {
+        "mode",
+        "columnnameofcorruptrecord",
+        "path",
+        "maxfilespertrigger",
+        "cleansource",
+        "sourcearchivedir",
+    }
+)
+#: The config keys that stand for reader options the source sets itself.
+_OWNED_BY_KEY: Mapping[str, str] = MappingProxyType(
+    {
+        "maxfilespertrigger": "max_files_per_trigger",
+        "cleansource": "clean_source",
+        "sourcearchivedir": "archive_dir",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -181,18 +201,29 @@ def _file_source(source: Mapping[str, Any], base: Path, where: Where) -> FileSou
         if option.lower() in _READER_OWNED:
             raise (where / "options" / option).error(
                 f"{option!r} is set by the source itself"
-                + (" (use max_files_per_trigger)" if option.lower() == "maxfilespertrigger" else "")
+                + (f" (use {key})" if (key := _OWNED_BY_KEY.get(option.lower())) else "")
             )
-    return FileSource(
-        path=location(base, string(source["path"], where / "path"), where / "path"),
-        format=choice(source["format"], where / "format", get_args(FileFormat)),  # type: ignore[arg-type]
-        options=reader_options,
-        max_files_per_trigger=(
-            integer(source["max_files_per_trigger"], where / "max_files_per_trigger", 1)
-            if "max_files_per_trigger" in source
-            else None
-        ),
-    )
+    path = location(base, string(source["path"], where / "path"), where / "path")
+    archive_dir = source.get("archive_dir")
+    with located(where):
+        return FileSource(
+            path=path,
+            format=choice(source["format"], where / "format", get_args(FileFormat)),  # type: ignore[arg-type]
+            options=reader_options,
+            max_files_per_trigger=(
+                integer(source["max_files_per_trigger"], where / "max_files_per_trigger", 1)
+                if "max_files_per_trigger" in source
+                else None
+            ),
+            clean_source=choice(  # type: ignore[arg-type]
+                source.get("clean_source", "off"), where / "clean_source", get_args(CleanSource)
+            ),
+            archive_dir=(
+                location(base, string(archive_dir, where / "archive_dir"), where / "archive_dir")
+                if archive_dir is not None
+                else None
+            ),
+        )
 
 
 def _kafka_source(source: Mapping[str, Any], where: Where) -> KafkaSource:

@@ -57,6 +57,10 @@ def read_stream(spark: SparkSession, source: FileSource, schema: StructType) -> 
     reader = spark.readStream
     if source.max_files_per_trigger:
         reader = reader.option("maxFilesPerTrigger", str(source.max_files_per_trigger))
+    if source.clean_source != "off":  # done by Spark after the batch's checkpoint
+        reader = reader.option("cleanSource", source.clean_source)
+    if source.archive_dir is not None:
+        reader = reader.option("sourceArchiveDir", source.archive_dir)
     if source.format in ("json", "csv"):
         return _raw(_text_reader(reader, source), source, source.path)
     read_schema, options = _reader_settings(source, schema)

@@ -10,10 +10,12 @@ source. docs/records.md describes what happens to each record.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, get_args
+from pathlib import PurePosixPath
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from ingest.sources.backlog import Backlog, files_pending
 from ingest.sources.file_options import reader_options
@@ -39,15 +41,27 @@ if TYPE_CHECKING:
     from tables.record_rules import RecordRules
     from tables.spec import TableSpec
 
+#: A location's scheme and authority: `s3a://bucket`, `file://`, `file:`.
+_STORE = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):(?://([^/]*))?")
+#: What becomes of a file once the batch that read it is checkpointed (Spark's `cleanSource`).
+CleanSource = Literal["off", "archive", "delete"]
+
 
 @dataclass(frozen=True)
 class FileSource:
-    """A landing directory that files are dropped into, one format per directory."""
+    """A landing directory that files are dropped into, one format per directory.
+
+    With `clean_source` Spark moves each file under `archive_dir` (its whole path kept below
+    it) or deletes it after the batch that read it is checkpointed: the landing directory, which
+    the stream lists every trigger, then holds only what is still to come.
+    """
 
     path: str
     format: FileFormat
     options: Mapping[str, str] = field(default_factory=dict)
     max_files_per_trigger: int | None = None
+    clean_source: CleanSource = "off"
+    archive_dir: str | None = None
 
     def __post_init__(self) -> None:
         if self.format not in get_args(FileFormat):
@@ -60,12 +74,16 @@ class FileSource:
             raise ConfigError(
                 "max_files_per_trigger must be at least 1", key="max_files_per_trigger"
             )
+        validate_cleaning(self.path, self.clean_source, self.archive_dir)
         # Frozen: the options are replaced once, by the names the readers look up.
         object.__setattr__(self, "options", reader_options(self.format, self.options))
 
     def describe(self) -> dict[str, Any]:
         """The source record stored in each batch's ledger entry (with the batch's files)."""
-        return {"kind": "files", "format": self.format, "path": self.path}
+        described = {"kind": "files", "format": self.format, "path": self.path}
+        if self.archive_dir is not None:  # where a replay finds the files read
+            described["archive_dir"] = self.archive_dir
+        return described
 
     @property
     def has_corrupt_column(self) -> bool:
@@ -75,9 +93,12 @@ class FileSource:
     @classmethod
     def from_record(cls, recorded: Mapping[str, Any]) -> FileSource:
         """The source a batch's ledger record names, with default reader options."""
+        archive_dir = recorded.get("archive_dir")
         return cls(
             path=str(recorded.get("path", "")),
             format=str(recorded.get("format", "json")),  # type: ignore[arg-type]
+            clean_source="archive" if isinstance(archive_dir, str) else "off",
+            archive_dir=archive_dir if isinstance(archive_dir, str) else None,
         )
 
     @property
@@ -170,18 +191,26 @@ class FileSource:
         recorded: Mapping[str, Any],
         rules: RecordRules | None = None,
     ) -> DataFrame:
-        """The files the record names, read as the stream reads them."""
-        return read_files(spark, self, schema, recorded_files(recorded), rules)
+        """The files the record names, read as the stream reads them (archived ones there)."""
+        files = [self.found(spark, name) for name in recorded_files(recorded)]
+        return read_files(spark, self, schema, files, rules)
 
     def missing(self, spark: SparkSession, recorded: Mapping[str, Any]) -> list[str]:
-        """The recorded files that no longer exist (checked on any store)."""
+        """The recorded files that no longer exist, nor under the archive (checked on any store)."""
         files = recorded.get("files")
         names = [str(f) for f in files] if isinstance(files, list) else []
         return [
             file_of_recorded_path(name)
             for name in names
             if not exists(spark, recorded_location(name))
+            and not exists(spark, self.found(spark, file_of_recorded_path(name)))
         ]
+
+    def found(self, spark: SparkSession, file: str) -> str:
+        """Where a file the stream read is now: in place, else where `archive` moved it."""
+        if self.archive_dir is None or exists(spark, file):
+            return file
+        return archived_location(self.archive_dir, file)
 
     def backlog(self, spark: SparkSession, recorded: Sequence[Mapping[str, Any]]) -> Backlog:
         """Files in the landing directory that no recorded batch read (hidden ones left out).
@@ -199,6 +228,59 @@ class FileSource:
         ]
         done = [name for record in recorded for name in recorded_files(record)]
         return Backlog("files", files_pending(listed, done))
+
+
+def validate_cleaning(path: str, clean_source: str, archive_dir: str | None) -> None:
+    """Raise ConfigError unless `archive_dir` is set exactly for `archive` and lies apart.
+
+    Spark keeps a moved file's whole path below the archive directory, so an archive and a
+    landing directory inside one another could put archived files where the stream lists them
+    (Spark refuses it when the stream starts, with a stack trace); one on another store cannot
+    take a rename.
+    """
+    if clean_source not in get_args(CleanSource):
+        raise ConfigError(
+            f"clean_source must be one of {get_args(CleanSource)}, got {shorten(clean_source)}",
+            key="clean_source",
+        )
+    if clean_source != "archive":
+        if archive_dir is not None:
+            raise ConfigError('archive_dir is only for clean_source = "archive"', key="archive_dir")
+        return
+    if archive_dir is None:
+        raise ConfigError('clean_source = "archive" needs archive_dir', key="archive_dir")
+    (landing_store, landing), (archive_store, archive) = _split(path), _split(archive_dir)
+    if landing_store != archive_store:
+        raise ConfigError(
+            f"archive_dir {shorten(archive_dir)} is on another store than the landing directory "
+            f"{shorten(path)}: files are archived by a rename",
+            key="archive_dir",
+        )
+    inner, outer = PurePosixPath(archive or "/"), PurePosixPath(landing or "/")
+    if inner == outer or outer in inner.parents or inner in outer.parents:
+        raise ConfigError(
+            f"archive_dir {shorten(archive_dir)} and the landing directory {shorten(path)} are "
+            "one inside the other: archived files could be listed again (Spark refuses it)",
+            key="archive_dir",
+        )
+
+
+def archived_location(archive_dir: str, file: str) -> str:
+    """Where Spark's archiving puts `file`: its path (without scheme) below `archive_dir`."""
+    return archive_dir.rstrip("/") + _split(file)[1]
+
+
+def _split(location: str) -> tuple[str, str]:
+    """A location's store (`scheme://authority`, `file:` and none alike) and its path.
+
+    Not `urlsplit`: a decoded file name may hold `#` or `?`, which are part of its path here.
+    """
+    match = _STORE.match(location)
+    if match is None:
+        return "", location
+    scheme, authority = match.group(1).lower(), match.group(2) or ""
+    store = "" if scheme == "file" and not authority else f"{scheme}://{authority}"
+    return store, location[match.end() :]
 
 
 def _is_hidden(relative: str) -> bool:

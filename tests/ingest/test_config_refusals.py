@@ -799,6 +799,42 @@ CASES: list[tuple[str, str, str, str]] = [
         "use max_files_per_trigger",
     ),
     (
+        "option-clean-source",
+        source("options = {cleanSource = 'delete'}"),
+        "pipelines.landing.source.options.cleanSource",
+        "use clean_source",
+    ),
+    (
+        "clean-source-unknown",
+        source("clean_source = 'move'"),
+        "pipelines.landing.source.clean_source",
+        "must be one of ('off', 'archive', 'delete')",
+    ),
+    (
+        "archive-without-dir",
+        source("clean_source = 'archive'"),
+        "pipelines.landing.source.archive_dir",
+        "needs archive_dir",
+    ),
+    (
+        "archive-dir-without-archive",
+        source("clean_source = 'delete'\narchive_dir = 'done'"),
+        "pipelines.landing.source.archive_dir",
+        'only for clean_source = "archive"',
+    ),
+    (
+        "archive-dir-inside-landing",
+        source("clean_source = 'archive'\narchive_dir = 'landing/done'"),
+        "pipelines.landing.source.archive_dir",
+        "one inside the other",
+    ),
+    (
+        "archive-dir-other-store",
+        source("clean_source = 'archive'\narchive_dir = 's3a://bucket/done'"),
+        "pipelines.landing.source.archive_dir",
+        "on another store",
+    ),
+    (
         "option-case",
         source("options = {header = 'true', HEADER = 'false'}"),
         "pipelines.landing.source.options.HEADER",
