@@ -199,12 +199,10 @@ class FileSource:
         """The recorded files that no longer exist, nor under the archive (checked on any store)."""
         files = recorded.get("files")
         names = [str(f) for f in files] if isinstance(files, list) else []
-        return [
-            file_of_recorded_path(name)
-            for name in names
-            if not exists(spark, recorded_location(name))
-            and not exists(spark, self.found(spark, file_of_recorded_path(name)))
-        ]
+        gone = [file_of_recorded_path(n) for n in names if not exists(spark, recorded_location(n))]
+        if self.archive_dir is None:
+            return gone
+        return [f for f in gone if not exists(spark, archived_location(self.archive_dir, f))]
 
     def found(self, spark: SparkSession, file: str) -> str:
         """Where a file the stream read is now: in place, else where `archive` moved it."""
