@@ -63,22 +63,29 @@ class Sample:
     threads: int
     delta_log_files: int
     checkpoint_bytes: int
+    landing_files: int
+    """Files in the landing directory, which the stream lists every trigger."""
     heap_after_gc_mb: float | None = None
     generated_classes: int | None = None
     """Compiled classes the driver still holds (`probes.live_heap`)."""
 
 
-def project(root: Path, optimize_every: int) -> None:
-    """A project with one JSON landing directory into `events` (home `.lakehouse`)."""
+def project(root: Path, optimize_every: int, archive: bool = False) -> None:
+    """A project with one JSON landing directory into `events` (home `.lakehouse`).
+
+    With `archive`, each read file is moved under `archive/` once its batch is checkpointed.
+    """
     (root / "landing").mkdir(parents=True)
     upkeep = f"optimize_every = {optimize_every}\n" if optimize_every else ""
     maintenance = f"[tables.events.maintenance]\n{upkeep}" if upkeep else ""
+    cleaning = 'clean_source = "archive"\narchive_dir = "archive"\n' if archive else ""
     (root / "lakehouse.toml").write_text(
         '[lakehouse]\nhome = ".lakehouse"\n\n'
         '[tables.events]\nschema = "event_id STRING NOT NULL, amount DOUBLE"\n'
         'keys = ["event_id"]\n' + maintenance + "\n"
         '[pipelines.events]\ntable = "events"\napp_id = "soak"\n'
         '[pipelines.events.source]\nformat = "json"\npath = "landing"\nmax_files_per_trigger = 1\n'
+        + cleaning
     )
 
 
@@ -189,12 +196,14 @@ class Plan:
     """Time `lakehouse status` and `verify` at the early and the last batch."""
     ordered_keys: bool = True
     """Time-ordered keys, or keys whose text order is not their arrival order (DESIGN's limits)."""
+    archive: bool = False
+    """Read files archived once their batch is checkpointed (`clean_source`)."""
 
 
 def soak(plan: Plan, root: Path) -> dict[str, Any]:
     """Run the soak in `root`; the report."""
     batches, heap_every, early_at = plan.batches, plan.heap_every, plan.early_at
-    project(root, plan.optimize_every)
+    project(root, plan.optimize_every, plan.archive)
     home = root / ".lakehouse"
     output = open(root / "ingest.log", "w")  # noqa: SIM115 - the child's; closed below
     ingest = lakehouse(
@@ -229,6 +238,7 @@ def soak(plan: Plan, root: Path) -> dict[str, Any]:
                 threads=status_field(jvm, "Threads") + status_field(ingest.pid, "Threads"),
                 delta_log_files=len(os.listdir(home / "warehouse" / "events" / "_delta_log")),
                 checkpoint_bytes=tree_size(home / "checkpoints"),
+                landing_files=len(os.listdir(root / "landing")),
             )
             if live is not None:
                 sample.heap_after_gc_mb, sample.generated_classes = live.mib, live.generated_classes
@@ -275,6 +285,7 @@ def soak(plan: Plan, root: Path) -> dict[str, Any]:
         "optimize_every": plan.optimize_every,
         "trigger": plan.trigger,
         "ordered_keys": plan.ordered_keys,
+        "archive": plan.archive,
         "ratios": ratios,
         "timings": {str(k): v for k, v in timings.items()},
         "threads": {str(k): v for k, v in threads.items()},
@@ -320,6 +331,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     keys_help = "keys whose text order is not their arrival order (e1000-0 < e99-9)"
     parser.add_argument("--unordered-keys", action="store_true", help=keys_help)
+    parser.add_argument(
+        "--archive", action="store_true", help='clean_source = "archive": read files moved away'
+    )
     parser.add_argument("--out", type=Path, default=RESULTS / "soak.json")
     arguments = parser.parse_args(argv)
     if arguments.batches < 30:
@@ -337,6 +351,7 @@ def main(argv: list[str] | None = None) -> int:
             trigger=arguments.trigger,
             commands=not arguments.no_commands,
             ordered_keys=not arguments.unordered_keys,
+            archive=arguments.archive,
         )
         report = soak(plan, root)
     except BaseException:
