@@ -75,9 +75,12 @@ EMBEDDED_DEFAULTS: Mapping[str, str] = MappingProxyType(
         # Spark compiles the code of each plan shape once and keeps 100 compiled classes; one
         # stream batch (read, classify, MERGE, audit, outcomes, Delta's own state queries) has
         # more shapes than that, so every batch compiled them again: 58 compilations per
-        # available-now run of one batch, 2 with room for 2,000 (about 3.4 s -> 2.8 s a run here;
-        # docs/benchmarks.md#compiled-code-cache).
-        "spark.sql.codegen.cache.maxEntries": "2000",
+        # available-now run of one batch, 2 with room for more (about 3.4 s -> 2.8 s a run here).
+        # Not many more: Delta compiles one ~110 KB class per checkpoint (its version is a
+        # literal) that no later batch asks for, and a long run kept each until the cache was
+        # full (2,000 entries: 425 classes and 1.9x the heap at batch 3,000 of make soak).
+        # docs/benchmarks.md#compiled-code-cache.
+        "spark.sql.codegen.cache.maxEntries": "200",
         # A batch is persisted once per commit and read twice (its figures, its write), then
         # dropped: compressing its cached columns cost more than it saved (a 2,000,000-row
         # commit 12.6 s instead of 15.4, a 20,000-row one 2.74 s instead of 2.92, A/B on

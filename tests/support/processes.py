@@ -41,9 +41,9 @@ GENERATED = MappingProxyType(
 SESSION_JVM_OPTIONS = "-XX:+UseParallelGC"
 #: The child JVMs' options (Spark's launcher passes `SPARK_SUBMIT_OPTS` to the driver JVM);
 #: `LAKEHOUSE_TEST_CHILD_JVM_OPTIONS` replaces them (empty: the JVM's and Spark's defaults), to
-#: compare. C1 alone reserves a 48 MB code cache (240 MB with both compilers): the session keeps
-#: 2,000 compiled plan classes, and a child that filled it died ("Out of space in CodeCache for
-#: adapters", a VirtualMachineError that ends the driver).
+#: compare. C1 alone reserves a 48 MB code cache (240 MB with both compilers): the session kept
+#: 2,000 compiled plan classes then (200 now), and a child that filled it died ("Out of space
+#: in CodeCache for adapters", a VirtualMachineError that ends the driver).
 CHILD_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 CHILD_JVM_OPTIONS_ENV = "LAKEHOUSE_TEST_CHILD_JVM_OPTIONS"
 #: A child driver's settings as system properties: the test session's. Drivers only: Spark
