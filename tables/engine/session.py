@@ -72,14 +72,10 @@ EMBEDDED_DEFAULTS: Mapping[str, str] = MappingProxyType(
         "spark.ui.retainedStages": "100",
         "spark.ui.retainedTasks": "2000",
         "spark.sql.ui.retainedExecutions": "50",
-        # Spark compiles the code of each plan shape once and keeps 100 compiled classes; one
-        # stream batch (read, classify, MERGE, audit, outcomes, Delta's own state queries) has
-        # more shapes than that, so every batch compiled them again: 58 compilations per
-        # available-now run of one batch, 2 with room for more (about 3.4 s -> 2.8 s a run here).
-        # Not many more: Delta compiles one ~110 KB class per checkpoint (its version is a
-        # literal) that no later batch asks for, and a long run kept each until the cache was
-        # full (2,000 entries: 425 classes and 1.9x the heap at batch 3,000 of make soak).
-        # docs/benchmarks.md#compiled-code-cache.
+        # Spark keeps 100 compiled plan classes; a stream batch's plans are more, so each batch
+        # compiled them again (58 compilations a one-batch run, 2 with room). Not 2,000: Delta
+        # compiles a ~110 KB class per checkpoint that no later batch needs, and a long run's
+        # heap grew with them until the cache was full. docs/benchmarks.md#compiled-code-cache.
         "spark.sql.codegen.cache.maxEntries": "200",
         # A batch is persisted once per commit and read twice (its figures, its write), then
         # dropped: compressing its cached columns cost more than it saved (a 2,000,000-row
