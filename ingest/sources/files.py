@@ -93,12 +93,13 @@ class FileSource:
     @classmethod
     def from_record(cls, recorded: Mapping[str, Any]) -> FileSource:
         """The source a batch's ledger record names, with default reader options."""
-        archive_dir = recorded.get("archive_dir")
+        archived = recorded.get("archive_dir")
+        archive_dir = archived if isinstance(archived, str) else None
         return cls(
             path=str(recorded.get("path", "")),
             format=str(recorded.get("format", "json")),  # type: ignore[arg-type]
-            clean_source="archive" if isinstance(archive_dir, str) else "off",
-            archive_dir=archive_dir if isinstance(archive_dir, str) else None,
+            clean_source="off" if archive_dir is None else "archive",
+            archive_dir=archive_dir,
         )
 
     @property
@@ -192,23 +193,26 @@ class FileSource:
         rules: RecordRules | None = None,
     ) -> DataFrame:
         """The files the record names, read as the stream reads them (archived ones there)."""
-        files = [self.found(spark, name) for name in recorded_files(recorded)]
+        files = [
+            self._now_at(spark, name) or file_of_recorded_path(name)
+            for name in _recorded_names(recorded)
+        ]
         return read_files(spark, self, schema, files, rules)
 
     def missing(self, spark: SparkSession, recorded: Mapping[str, Any]) -> list[str]:
         """The recorded files that no longer exist, nor under the archive (checked on any store)."""
-        files = recorded.get("files")
-        names = [str(f) for f in files] if isinstance(files, list) else []
-        gone = [file_of_recorded_path(n) for n in names if not exists(spark, recorded_location(n))]
-        if self.archive_dir is None:
-            return gone
-        return [f for f in gone if not exists(spark, archived_location(self.archive_dir, f))]
+        names = _recorded_names(recorded)
+        return [file_of_recorded_path(n) for n in names if self._now_at(spark, n) is None]
 
-    def found(self, spark: SparkSession, file: str) -> str:
-        """Where a file the stream read is now: in place, else where `archive` moved it."""
-        if self.archive_dir is None or exists(spark, file):
-            return file
-        return archived_location(self.archive_dir, file)
+    def _now_at(self, spark: SparkSession, name: str) -> str | None:
+        """Where a file the ledger names (`name` as recorded, URL-encoded) is now, as a path Spark
+        takes: in place, else where `archive` moved it; None if it is in neither."""
+        if exists(spark, recorded_location(name)):
+            return file_of_recorded_path(name)
+        if self.archive_dir is None:
+            return None
+        archived = archived_location(self.archive_dir, file_of_recorded_path(name))
+        return archived if exists(spark, archived) else None
 
     def backlog(self, spark: SparkSession, recorded: Sequence[Mapping[str, Any]]) -> Backlog:
         """Files in the landing directory that no recorded batch read (hidden ones left out).
@@ -288,5 +292,10 @@ def _is_hidden(relative: str) -> bool:
 
 def recorded_files(recorded: Mapping[str, Any]) -> list[str]:
     """The files a batch's ledger record names, as paths (the record keeps them URL-encoded)."""
+    return [file_of_recorded_path(name) for name in _recorded_names(recorded)]
+
+
+def _recorded_names(recorded: Mapping[str, Any]) -> list[str]:
+    """The files a batch's ledger record names, as recorded (URL-encoded URIs)."""
     files = recorded.get("files")
-    return [file_of_recorded_path(str(f)) for f in files] if isinstance(files, list) else []
+    return [str(f) for f in files] if isinstance(files, list) else []
