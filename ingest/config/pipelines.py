@@ -55,17 +55,6 @@ _KAFKA_KEYS = frozenset(
         "max_offsets_per_trigger",
     }
 )
-#: Reader options the file source sets itself: a config value would be overridden silently.
-_READER_OWNED = frozenset(
-    {
-        "mode",
-        "columnnameofcorruptrecord",
-        "path",
-        "maxfilespertrigger",
-        "cleansource",
-        "sourcearchivedir",
-    }
-)
 #: The config keys that stand for reader options the source sets itself.
 _OWNED_BY_KEY: Mapping[str, str] = MappingProxyType(
     {
@@ -74,6 +63,8 @@ _OWNED_BY_KEY: Mapping[str, str] = MappingProxyType(
         "sourcearchivedir": "archive_dir",
     }
 )
+#: Reader options the file source sets itself: a config value would be overridden silently.
+_READER_OWNED = frozenset({"mode", "columnnameofcorruptrecord", "path", *_OWNED_BY_KEY})
 
 
 @dataclass(frozen=True)
