@@ -5,6 +5,9 @@ A/B on that figure in one run, the variants taking turns (`interleaved_medians`)
 - the writer's devices (`tables.delta.writer.SpeedDevices`: known key range, blind append above
   the high-water mark, kept session clones, a small batch in one task) on a stream batch, as
   `stream_rounds` runs it;
+- the next batch's state rebuilt after a commit (`next_state`) on a stream batch that comes
+  after idle time, as a stream with a trigger interval longer than its batches runs it
+  (`paced.py`): back to back, there is no time between batches for it to use;
 - the class archive (`LAKEHOUSE_CLASS_ARCHIVE=off`) on a new `lakehouse ingest` process's first
   committed batch (the run-start prefetch, measured the same way, missed twice and went).
 Each is recorded as the ratio `device_<name>_off_vs_on` (target >= 1.05: 5 % saved).
@@ -16,6 +19,7 @@ import statistics
 from collections.abc import Callable
 from pathlib import Path
 
+from paced import measure_paced
 from pyspark.sql import SparkSession
 from report import Report
 from startup import first_batch
@@ -34,6 +38,8 @@ WRITER_DEVICES = {
     "one_task": SpeedDevices(one_task=False),
 }
 START_DEVICES = {"class_archive": {ARCHIVE_ENV: "off"}}
+#: Paced batches per round: each round idles 10 x `paced.IDLE_SECONDS`, left out of its figures.
+PACED_ROUND = 10
 
 
 def measure_writer_devices(
@@ -60,6 +66,7 @@ def measure_writer_devices(
             timed["on"] / per_round,
             EARNS_ITS_PLACE,
         )
+    measure_paced(spark, spec, rows, PACED_ROUND, runs, report, EARNS_ITS_PLACE)
 
 
 def measure_start_devices(root: Path, spark: SparkSession, runs: int, report: Report) -> None:

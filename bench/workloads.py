@@ -223,7 +223,8 @@ def stream_rounds(
     Each batch is committed, its audit settled and its outcomes buffered, as the runner does;
     the buffer is appended to `lakehouse_quality` when it holds `FLUSH_EVERY` batches (the
     runner's cadence, the default round) and at the end of the round (a shorter round pays the
-    append more often than a stream would). Returns the round's time per batch via the caller.
+    append more often than a stream would), and the round waits for the state rebuild its last
+    commit started. Returns the round's time per batch via the caller.
     `devices` switches the writer's speed devices (all on by default).
     """
     outcomes = outcomes_of(spark, table, "s")
@@ -238,6 +239,7 @@ def stream_rounds(
                 n = next(counter)
                 started = time.perf_counter()
                 result = commit_batch(writer, n, batch(spark, 70_000_000 + n * rows, rows))
+                writer.next_state.start(spark, table.name)  # as `commit_stream_batch` does
                 committed = time.perf_counter()
                 audit_after_commit(writer, result, outcomes)
                 parts["commit"].append(committed - started)
@@ -245,6 +247,9 @@ def stream_rounds(
             started = time.perf_counter()
             outcomes.flush()
             parts["append of outcomes"].append(time.perf_counter() - started)
+            # The round pays for the rebuild its last batch started: the next side's time must
+            # not hold it.
+            writer.next_state.wait()
         finally:
             jobs.append(jobs_of_group(spark, group))
         return None

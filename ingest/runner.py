@@ -181,6 +181,7 @@ def run_pipeline(
                 recover_outcomes(targets[0].writer, targets[0].outcomes)
         finally:
             for target in targets:
+                target.writer.next_state.close()
                 target.outcomes.flush()
     if run.report.results and run.report.stopped_by is None:
         fault_point("after_checkpoint", run.report.results[-1].batch_id)

@@ -109,7 +109,8 @@ def commit_stream_batch(
     A Kafka batch records its offset ranges in its ledger entry, a file batch its files. With
     `isolation`, the batch is narrowed first and its culprits named in its ledger entry (the
     caller ends the narrowing once every table has the batch: `BatchIsolation.done`). A target
-    of a routed pipeline commits the records its route takes (`ingest.routing`).
+    of a routed pipeline commits the records its route takes (`ingest.routing`). A batch that
+    made a new version starts its state rebuild for the next batch (the run closes the last).
     """
     pipeline, source = target.pipeline, target.pipeline.source
     writer = target.writer.on(micro.rows.sparkSession)
@@ -129,7 +130,10 @@ def commit_stream_batch(
             record = with_culprits(record, culprits)
         if pipeline.routing is not None and target.route_fields is not None:
             rows = pipeline.routing.rows_for(rows, spec.name, target.route_fields)
-        return commit_batch(writer, micro.batch_id, rows, target.options(record))
+        result = commit_batch(writer, micro.batch_id, rows, target.options(record))
+    if result.status != "skipped":  # a new version: the next batch's commit reads it
+        writer.next_state.start(spark, spec.name)
+    return result
 
 
 def reader_crashed(

@@ -64,7 +64,8 @@ from quality.quarantine import REASON_COLUMN, ensure_quarantine_table, write_qua
 from tables.delta import key_range
 from tables.delta.history import naming_damaged_log
 from tables.delta.ledger import CommitMetadata
-from tables.delta.markers import read_markers, state_prefetched
+from tables.delta.markers import read_markers
+from tables.delta.state_rebuild import state_prefetched
 from tables.delta.writer import TableWriter
 from tables.engine.jvm import estimated_bytes
 from tables.errors import CheckpointLostError, ExpectationFailedError

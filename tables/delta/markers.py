@@ -6,19 +6,14 @@ lists them all, else from Delta's own state. On a classic session through delta-
 (`tables.engine.jvm.delta`); over Spark Connect, through public APIs: DESCRIBE HISTORY and DETAIL,
 and Spark's JSON and Parquet readers on the log's files, as Delta's PROTOCOL.md describes them (the
 checksum, the commits' and checkpoint's `txn` actions). The state rebuild Delta's own read
-costs can also be started early, beside other work (`state_prefetched`).
+costs can also be started early, beside other work (`tables.delta.state_rebuild`).
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
-from threading import Thread
 from typing import TYPE_CHECKING, Any
 
-from pyspark import InheritableThread
 from pyspark.sql import functions as F
 
 from tables.delta.history import history_rows, looked_up_on_failure, naming_damaged_log
@@ -154,49 +149,6 @@ def _replayed_markers(spark: SparkSession, log: str, version: int) -> dict[str, 
     if "txn" in commits.columns:
         note(commits.where((version_of > checkpoint) & (version_of <= version)))
     return {app: batch for app, (_, batch) in found.items()}
-
-
-@contextmanager
-def state_prefetched(
-    spark: SparkSession, table: str, then: Callable[[], object] | None = None
-) -> Iterator[None]:
-    """Rebuild the state of the table's snapshot last read in the background while the block runs.
-
-    Delta's idempotent write reads its marker through `Snapshot.transactions`, which rebuilds
-    the new version's state with a Spark job (delta-io/delta#4708), and any scan of the table
-    waits for the same rebuild. Neither needs the batch, so a commit starts it beside its own
-    preparation, on the second core, instead of after it. The rebuild is Delta's own (a lazy,
-    once-per-snapshot value): the marker stays Delta's to check, and a failure here is left to
-    the read that needs the state, which raises it with its context. Classic sessions only; over
-    Spark Connect the block runs alone. `then` runs in the same thread after the rebuild (work
-    on the rebuilt state that can also stay off the critical path); its errors, like the
-    rebuild's, are left to the work that needs its result.
-    """
-    thread = _start_rebuild(spark, table, then)
-    try:
-        yield
-    finally:
-        if thread is not None:
-            thread.join()
-
-
-def _start_rebuild(
-    spark: SparkSession, table: str, then: Callable[[], object] | None
-) -> Thread | None:
-    """Rebuild the state of the snapshot this process read last in a daemon thread; None over
-    Spark Connect (nothing to rebuild through its public APIs)."""
-    if not is_classic(spark):
-        return None
-
-    def rebuild() -> None:
-        with contextlib.suppress(Exception):
-            delta.read_snapshot(spark, table, delta.state_markers, fresh=False)
-            if then is not None:
-                then()
-
-    thread = InheritableThread(target=rebuild, name=f"lakehouse-state-{table}", daemon=True)
-    thread.start()
-    return thread
 
 
 def committed_batches(spark: SparkSession, table: str) -> dict[str, int]:

@@ -5,7 +5,9 @@ runner take a writer; each run makes one per table and app id, and what the writ
 and ends with it:
 - the high-water mark: the highest batch id the app has rows of (`high_water`);
 - the key ranges known per table version (`key_range.KeyRanges`);
-- the session clone each thread commits through (`tables.engine.clones.SessionClones`).
+- the session clone each thread commits through (`tables.engine.clones.SessionClones`);
+- the state rebuild started after a commit for the next one (`state_rebuild.NextStateRebuild`),
+  which the run ends with `close`.
 Nothing here is module state: two runs in one process share nothing they did not pass.
 
 Each cache is a speed device that `SpeedDevices` can switch off, for `make bench` to measure
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from tables.delta.high_water import HighWater
 from tables.delta.key_range import KeyRanges
+from tables.delta.state_rebuild import NextStateRebuild
 from tables.engine.clones import SessionClones
 from tables.identifiers import validate_app_id
 
@@ -39,13 +42,17 @@ class SpeedDevices:
     - `kept_clones`: one session clone per thread kept from commit to commit, instead of one per
       commit (`tables.engine.clones.SessionClones`; a clone per commit also stays in the JVM);
     - `one_task`: a small batch classified, counted and written by one task, in one stage
-      (`ingest.decisions.is_one_task_batch`).
+      (`ingest.decisions.is_one_task_batch`);
+    - `next_state`: a stream batch's commit starts the rebuild of the version it made, for the
+      next batch, when it ends instead of when the next one starts
+      (`tables.delta.state_rebuild.NextStateRebuild`).
     """
 
     key_range: bool = True
     blind_append: bool = True
     kept_clones: bool = True
     one_task: bool = True
+    next_state: bool = True
 
 
 @dataclass
@@ -59,11 +66,13 @@ class TableWriter:
     marks: HighWater = field(default_factory=HighWater, repr=False)
     clones: SessionClones = field(default_factory=SessionClones, repr=False)
     devices: SpeedDevices = field(default_factory=SpeedDevices)
+    next_state: NextStateRebuild = field(default_factory=NextStateRebuild, repr=False)
 
     def __post_init__(self) -> None:
         validate_app_id(self.app_id)
         self.key_ranges.enabled = self.key_ranges.enabled and self.devices.key_range
         self.clones.keep = self.clones.keep and self.devices.kept_clones
+        self.next_state.enabled = self.next_state.enabled and self.devices.next_state
 
     @property
     def table(self) -> str:
@@ -86,5 +95,12 @@ class TableWriter:
         if spark is self.spark:
             return self
         return TableWriter(
-            spark, self.spec, self.app_id, self.key_ranges, self.marks, self.clones, self.devices
+            spark,
+            self.spec,
+            self.app_id,
+            self.key_ranges,
+            self.marks,
+            self.clones,
+            self.devices,
+            self.next_state,
         )

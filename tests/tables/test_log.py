@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import nullcontext
 from datetime import datetime
 from pathlib import Path
 from typing import TypeVar
@@ -13,21 +12,15 @@ from pyspark.sql import DataFrame, SparkSession
 from ingest.commit import commit_batch
 from tables.delta.history import find_ledger_entry, history_rows, latest_ledger_entry, table_at
 from tables.delta.ledger import CommitMetadata, describe_source, ledger_entry_from_history
-from tables.delta.markers import (
-    committed_batch,
-    is_checksum_complete,
-    read_markers,
-    state_prefetched,
-)
+from tables.delta.markers import committed_batch, is_checksum_complete, read_markers
 from tables.delta.table import table_detail
 from tables.delta.writer import TableWriter
 from tables.engine.jvm import delta
 from tables.errors import TableNotFoundError
 from tables.spec import TableSpec
+from tests.support.app_batches import EVENT_DDL, two_rows, with_batches
 from tests.support.delta_cache import clear_log_cache
 from tests.support.jobs import spark_jobs
-
-EVENT_DDL = "event_id STRING NOT NULL, user_id STRING, amount DOUBLE"
 
 T = TypeVar("T")
 
@@ -93,7 +86,7 @@ def test_checksum_markers_are_trusted_only_when_complete() -> None:
 def test_markers_are_read_from_the_checksum_without_a_spark_job(
     spark: SparkSession, make_table: Callable[..., TableSpec]
 ) -> None:
-    spec = _with_batches(spark, make_table(), 0, 1)
+    spec = with_batches(spark, make_table(), 0, 1)
     clear_log_cache(spark)  # as a new process would
 
     read, jobs = spark_jobs(spark, lambda: read_markers(spark, spec.name))
@@ -104,7 +97,7 @@ def test_markers_are_read_from_the_checksum_without_a_spark_job(
 def test_a_missing_checksum_falls_back_to_deltas_own_read(
     spark: SparkSession, make_table: Callable[..., TableSpec]
 ) -> None:
-    spec = _with_batches(spark, make_table(), 0, 1)
+    spec = with_batches(spark, make_table(), 0, 1)
     log = Path(table_detail(spark, spec.name).location.removeprefix("file:")) / "_delta_log"
     latest = max(log.glob("*.crc"))
     latest.unlink()
@@ -119,10 +112,10 @@ def test_a_checksum_without_markers_falls_back_to_deltas_own_read(
     spark: SparkSession, make_table: Callable[..., TableSpec]
 ) -> None:
     spec = make_table()
-    commit_batch(TableWriter(spark, spec, "app"), 0, _rows(spark, 0))
+    commit_batch(TableWriter(spark, spec, "app"), 0, two_rows(spark, 0))
     spark.conf.set("spark.databricks.delta.setTransactionsInCrc.writeOnCommit", "false")
     try:
-        commit_batch(TableWriter(spark, spec, "app"), 1, _rows(spark, 1))
+        commit_batch(TableWriter(spark, spec, "app"), 1, two_rows(spark, 1))
     finally:
         spark.conf.unset("spark.databricks.delta.setTransactionsInCrc.writeOnCommit")
     clear_log_cache(spark)
@@ -137,58 +130,13 @@ def test_the_newest_commit_is_read_as_a_ledger_entry_without_a_spark_job(
     spark: SparkSession, make_table: Callable[..., TableSpec]
 ) -> None:
     spec = make_table()
-    result = commit_batch(TableWriter(spark, spec, "app"), 0, _rows(spark, 0))
+    result = commit_batch(TableWriter(spark, spec, "app"), 0, two_rows(spark, 0))
 
     entry, jobs = spark_jobs(spark, lambda: latest_ledger_entry(spark, spec.name))
 
     assert entry is not None
     assert jobs == 0
     assert (entry.version, entry.meta.batch_id, entry.rows_inserted) == (result.version, 0, 2)
-
-
-def _state_read(spark: SparkSession, table: str) -> Callable[[], dict[str, int]]:
-    """Delta's own marker read: the state rebuild its idempotent writes wait for."""
-    return lambda: delta.read_snapshot(spark, table, delta.state_markers)
-
-
-@pytest.mark.parametrize("prefetched", [True, False])
-def test_deltas_own_marker_read_needs_a_job_unless_the_state_was_prefetched(
-    spark: SparkSession, make_table: Callable[..., TableSpec], prefetched: bool
-) -> None:
-    spec = _with_batches(spark, make_table(), 0, 1)
-
-    with state_prefetched(spark, spec.name) if prefetched else nullcontext():
-        spark.range(10).count()  # the block's own work, beside the rebuild
-    markers, jobs = spark_jobs(spark, _state_read(spark, spec.name))
-
-    assert markers == {"app": 1}
-    assert (jobs == 0) is prefetched
-
-
-def test_the_prefetch_runs_its_follow_up_on_the_rebuilt_state(
-    spark: SparkSession, make_table: Callable[..., TableSpec]
-) -> None:
-    """`then` (the commit's key-range learning) runs after the rebuild, before the block ends."""
-    spec = _with_batches(spark, make_table(), 0, 1, 2)
-    followed: list[str] = []
-
-    with state_prefetched(spark, spec.name, then=lambda: followed.append("then")):
-        spark.range(3).count()
-    markers, jobs = spark_jobs(spark, _state_read(spark, spec.name))
-
-    assert (markers, jobs) == ({"app": 2}, 0)
-    assert followed == ["then"]
-
-
-def test_a_failed_prefetch_is_left_to_the_read_that_needs_the_state(
-    spark: SparkSession, make_table: Callable[..., TableSpec]
-) -> None:
-    missing = f"{make_table().name}_never_created"
-
-    with state_prefetched(spark, missing):
-        done = spark.range(3).count()
-
-    assert done == 3
 
 
 def test_the_embedded_session_builds_plans_without_call_site_capture(spark: SparkSession) -> None:
@@ -210,7 +158,7 @@ def test_a_missing_table_is_named_by_the_reads_that_look_it_up_only_on_failure(
     with pytest.raises(TableNotFoundError, match=expected):
         find_ledger_entry(spark, missing.name, "app", 0)
     with pytest.raises(TableNotFoundError, match=expected):
-        commit_batch(TableWriter(spark, missing, "app"), 0, _rows(spark, 0))
+        commit_batch(TableWriter(spark, missing, "app"), 0, two_rows(spark, 0))
 
 
 def _version_as_of(spark: SparkSession, table: str, version: int) -> DataFrame:
@@ -220,7 +168,7 @@ def _version_as_of(spark: SparkSession, table: str, version: int) -> DataFrame:
 def test_the_table_at_the_version_just_read_is_that_snapshot_read_as_delta_reads_it(
     spark: SparkSession, make_table: Callable[..., TableSpec]
 ) -> None:
-    spec = _with_batches(spark, make_table(), 0, 1)
+    spec = with_batches(spark, make_table(), 0, 1)
     version = read_markers(spark, spec.name).version
     within = "event_id BETWEEN 'e1a' AND 'e1b'"
 
@@ -238,10 +186,10 @@ def test_the_table_at_an_older_version_than_the_process_holds_is_read_by_time_tr
     spark: SparkSession, make_table: Callable[..., TableSpec]
 ) -> None:
     spec = make_table()
-    commit_batch(TableWriter(spark, spec, "app"), 0, _rows(spark, 0))
+    commit_batch(TableWriter(spark, spec, "app"), 0, two_rows(spark, 0))
     version = read_markers(spark, spec.name).version
     commit_batch(
-        TableWriter(spark, spec, "app"), 1, _rows(spark, 1)
+        TableWriter(spark, spec, "app"), 1, two_rows(spark, 1)
     )  # this process's snapshot moves on
 
     assert delta.snapshot_frame(spark, spec.name, version) is None
@@ -254,7 +202,7 @@ def test_the_table_at_a_version_hides_rows_deleted_through_deletion_vectors(
 ) -> None:
     spec = make_table()
     commit_batch(
-        TableWriter(spark, spec, "app"), 0, _rows(spark, 0).coalesce(1)
+        TableWriter(spark, spec, "app"), 0, two_rows(spark, 0).coalesce(1)
     )  # both rows in one file
     spark.sql(f"ALTER TABLE {spec.name} SET TBLPROPERTIES ('delta.enableDeletionVectors' = true)")
     deleted = spark.sql(f"DELETE FROM {spec.name} WHERE event_id = 'e0a'").first()
@@ -269,16 +217,3 @@ def test_the_table_at_a_version_hides_rows_deleted_through_deletion_vectors(
 
     assert [r.event_id for r in rows.collect()] == ["e0b"]
     assert_df_equality(rows, _version_as_of(spark, spec.name, version))
-
-
-def _with_batches(spark: SparkSession, spec: TableSpec, *batch_ids: int) -> TableSpec:
-    """`spec`'s table with batches `batch_ids` of app `app` committed (two rows each)."""
-    for batch_id in batch_ids:
-        commit_batch(TableWriter(spark, spec, "app"), batch_id, _rows(spark, batch_id))
-    return spec
-
-
-def _rows(spark: SparkSession, batch_id: int) -> DataFrame:
-    return spark.createDataFrame(
-        [(f"e{batch_id}a", "u", 1.0), (f"e{batch_id}b", "u", 2.0)], EVENT_DDL
-    )
