@@ -220,7 +220,7 @@ def _measure(
     )
     report.note(
         "spark jobs per committed batch: Delta's state rebuild for its marker check "
-        "(delta-io/delta#4708; prefetched beside the batch's preparation), the rest",
+        "(delta-io/delta#4708; started after the batch before it), the rest",
         [
             statistics.median(j.state_rebuilds for j in stream_jobs[1:]) / per_round,
             statistics.median(j.total - j.state_rebuilds for j in stream_jobs[1:]) / per_round,
