@@ -71,7 +71,7 @@ def paced_stream(
 
     def end() -> None:
         outcomes.flush()
-        writer.next_state.wait()
+        writer.next_state.close()
 
     return paced(one, per_round, latencies, end)
 

@@ -110,7 +110,8 @@ def commit_stream_batch(
     `isolation`, the batch is narrowed first and its culprits named in its ledger entry (the
     caller ends the narrowing once every table has the batch: `BatchIsolation.done`). A target
     of a routed pipeline commits the records its route takes (`ingest.routing`). A batch that
-    made a new version starts its state rebuild for the next batch (the run closes the last).
+    made a new version has its state rebuilt for the next batch if the stream idles meanwhile
+    (`NextStateRebuild`; the run closes the last).
     """
     pipeline, source = target.pipeline, target.pipeline.source
     writer = target.writer.on(micro.rows.sparkSession)

@@ -94,6 +94,7 @@ def commit_batch(
     if isinstance(batch_id, bool) or not isinstance(batch_id, int) or batch_id < 0:
         raise ValueError(f"batch_id must be a non-negative int, got {batch_id!r}")
     writer = writer.on(batch.sparkSession)
+    writer.next_state.preempt()  # not idle: this commit rebuilds the state it reads itself
     spark, spec, app_id = writer.spark, writer.spec, writer.app_id
     schema = spec.data_schema(spark)
     assert_batch_schema(batch.schema, schema, spec.name)

@@ -46,54 +46,100 @@ def state_prefetched(
             thread.join()
 
 
+#: Seconds a stream must stay idle after a commit before the next version's rebuild starts.
+IDLE_SECONDS = 0.2
+
+
 @dataclass
 class NextStateRebuild:
-    """The rebuild of the version a writer's commit made, started for the writer's next commit.
+    """The rebuild of the version a writer's commit made, started for the writer's next commit
+    once the stream goes idle.
 
     Each commit starts the rebuild of the version it read (`state_prefetched`), beside its
     preparation, which shares the cores with it; a stream's next batch reads the version this
-    batch made. Started when the commit ends (`start`), the rebuild runs while the batch's audit
-    settles, its outcome is buffered and the stream waits for its next trigger, and the next
-    commit finds the state built. One per writer, kept with its other caches; a run ends it with
-    `close`, which cancels a rebuild still running (no commit of the run will read it).
+    batch made. A stream that waits for its next trigger can build it meanwhile: `start` (after
+    a commit) waits `idle_seconds`, then rebuilds unless the next commit began first
+    (`preempt`), and the next commit finds the state built. Back to back (a backlog, an
+    available-now run), the next commit preempts it and starts the rebuild itself as before:
+    started early there, the rebuild only took the cores from the next batch's work
+    (docs/benchmarks.md, "Paced batches"). One per writer, kept with its other caches; a run
+    ends it with `close`, which cancels a rebuild still running (no commit of the run reads it).
     """
 
     enabled: bool = True
-    _pending: tuple[threading.Thread, str, SparkSession] | None = field(default=None, repr=False)
+    idle_seconds: float = IDLE_SECONDS
+    _pending: _Pending | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def start(self, spark: SparkSession, table: str) -> None:
-        """Rebuild the state of the snapshot this process read or made last, in a thread.
+        """Rebuild the state of the snapshot this process read or made last, in a thread, once
+        `idle_seconds` have passed without a `preempt`.
 
-        A rebuild still running from an earlier commit is cancelled first: its version is no
-        longer the newest.
+        A rebuild still pending from an earlier commit is closed first: its version is no longer
+        the newest.
         """
         if not self.enabled or not is_classic(spark):
             return
         self.close()
-        tag = f"lakehouse-next-state-{uuid.uuid4().hex}"
-        thread = _start_rebuild(spark, table, None, tag=tag)
-        if thread is not None:
-            with self._lock:
-                self._pending = (thread, tag, spark)
+        pending = _Pending(spark, f"lakehouse-next-state-{uuid.uuid4().hex}")
+        pending.thread = _start_rebuild(
+            spark, table, None, tag=pending.tag, gate=pending.gate(self.idle_seconds)
+        )
+        with self._lock:
+            self._pending = pending
+
+    def preempt(self) -> None:
+        """A commit begins: a rebuild not yet started is not started (the commit starts its
+        own); one under way goes on, as the commit needs its result."""
+        with self._lock:
+            pending = self._pending
+        if pending is not None:
+            pending.skip.set()
+            pending.go.set()
 
     def wait(self) -> None:
-        """Wait for a rebuild still running to end (`make bench` charges it to its round)."""
+        """Start a pending rebuild now and wait for it (`make bench` charges it to its round)."""
         with self._lock:
             pending, self._pending = self._pending, None
         if pending is not None:
-            pending[0].join()
+            pending.go.set()
+            pending.join()
 
     def close(self) -> None:
-        """Cancel a rebuild still running and wait for its thread to end."""
+        """Drop a pending rebuild, cancel one under way, and wait for its thread to end."""
         with self._lock:
             pending, self._pending = self._pending, None
         if pending is None:
             return
-        thread, tag, spark = pending
+        pending.skip.set()
+        pending.go.set()
         with contextlib.suppress(Exception):  # a session already stopped cancelled it
-            spark.sparkContext.cancelJobsWithTag(tag)
-        thread.join()
+            pending.spark.sparkContext.cancelJobsWithTag(pending.tag)
+        pending.join()
+
+
+@dataclass
+class _Pending:
+    """A next-state rebuild's thread, its jobs' tag, and the events that start or skip it."""
+
+    spark: SparkSession
+    tag: str
+    go: threading.Event = field(default_factory=threading.Event)
+    skip: threading.Event = field(default_factory=threading.Event)
+    thread: threading.Thread | None = None
+
+    def gate(self, idle_seconds: float) -> Callable[[], bool]:
+        """True once `idle_seconds` passed or `go` was set, unless skipped meanwhile."""
+
+        def should_rebuild() -> bool:
+            self.go.wait(idle_seconds)
+            return not self.skip.is_set()
+
+        return should_rebuild
+
+    def join(self) -> None:
+        if self.thread is not None:
+            self.thread.join()
 
 
 def _start_rebuild(
@@ -101,14 +147,18 @@ def _start_rebuild(
     table: str,
     then: Callable[[], object] | None,
     tag: str | None = None,
+    gate: Callable[[], bool] = lambda: True,
 ) -> threading.Thread | None:
     """Rebuild the state of the snapshot this process read last in a daemon thread, its jobs
     tagged `tag` if given (for a cancel; they stay in the caller's job group, where `make bench`
-    counts them); None over Spark Connect (nothing to rebuild through its public APIs)."""
+    counts them), once `gate` says so; None over Spark Connect (nothing to rebuild through its
+    public APIs)."""
     if not is_classic(spark):
         return None
 
     def rebuild() -> None:
+        if not gate():
+            return
         if tag is not None:
             spark.sparkContext.addJobTag(tag)
         with contextlib.suppress(Exception):

@@ -43,8 +43,8 @@ class SpeedDevices:
       commit (`tables.engine.clones.SessionClones`; a clone per commit also stays in the JVM);
     - `one_task`: a small batch classified, counted and written by one task, in one stage
       (`ingest.decisions.is_one_task_batch`);
-    - `next_state`: a stream batch's commit starts the rebuild of the version it made, for the
-      next batch, when it ends instead of when the next one starts
+    - `next_state`: a stream that idles after a commit rebuilds the state of the version it made
+      meanwhile, for the next batch, instead of in the next batch's commit
       (`tables.delta.state_rebuild.NextStateRebuild`).
     """
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from contextlib import nullcontext
 
@@ -88,6 +89,40 @@ def test_the_next_commit_finds_the_version_it_reads_rebuilt_after_the_last_commi
     assert markers == {"app": 1}
     assert (jobs == 0) is on
     assert (started > 0) is on
+    assert _rebuilding(spec.name) == []
+
+
+def test_a_rebuild_starts_by_itself_once_the_stream_is_idle(
+    spark: SparkSession, make_table: Callable[..., TableSpec]
+) -> None:
+    spec = with_batches(spark, make_table(), 0, 1)
+    rebuild = NextStateRebuild(idle_seconds=0.1)
+
+    rebuild.start(spark, spec.name)
+    deadline = time.monotonic() + 60
+    while _rebuilding(spec.name) and time.monotonic() < deadline:
+        time.sleep(0.05)  # nothing else happens: the stream is idle
+    markers, jobs = spark_jobs(spark, _state_read(spark, spec.name))
+
+    assert (markers, jobs) == ({"app": 1}, 0)
+    rebuild.close()
+
+
+def test_a_commit_that_begins_before_the_stream_went_idle_rebuilds_the_state_itself(
+    spark: SparkSession, make_table: Callable[..., TableSpec]
+) -> None:
+    """Back to back, the next commit preempts the rebuild: started early, it would only take
+    the cores from the next batch's own work."""
+    spec = with_batches(spark, make_table(), 0, 1)
+    rebuild = NextStateRebuild(idle_seconds=30)
+
+    rebuild.start(spark, spec.name)
+    rebuild.preempt()
+    rebuild.wait()
+    markers, jobs = spark_jobs(spark, _state_read(spark, spec.name))
+
+    assert markers == {"app": 1}
+    assert jobs > 0  # the read built it: the preempted rebuild never ran
     assert _rebuilding(spec.name) == []
 
 
