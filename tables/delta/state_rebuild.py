@@ -61,9 +61,10 @@ class NextStateRebuild:
     a commit) waits `idle_seconds`, then rebuilds unless the next commit began first
     (`preempt`), and the next commit finds the state built. Back to back (a backlog, an
     available-now run), the next commit preempts it and starts the rebuild itself as before:
-    started early there, the rebuild only took the cores from the next batch's work
-    (docs/benchmarks.md, "Paced batches"). One per writer, kept with its other caches; a run
-    ends it with `close`, which cancels a rebuild still running (no commit of the run reads it).
+    started early there, the rebuild would only move from one commit's start to the previous
+    one's end (docs/benchmarks.md, "Paced batches"). One per writer, kept with its other
+    caches; a run ends it with `close`, which cancels a rebuild still running (no commit of the
+    run reads it).
     """
 
     enabled: bool = True
@@ -98,7 +99,7 @@ class NextStateRebuild:
             pending.go.set()
 
     def wait(self) -> None:
-        """Start a pending rebuild now and wait for it (`make bench` charges it to its round)."""
+        """Start a pending rebuild now, skipping the idle wait, and wait for it to end."""
         with self._lock:
             pending, self._pending = self._pending, None
         if pending is not None:
