@@ -16,10 +16,9 @@ from collections.abc import Callable
 
 from pyspark.sql import SparkSession
 from report import Report
-from workloads import Action, batch, delta_append, interleaved
+from workloads import Action, batch, delta_append, interleaved, stream_batch
 
-from ingest.commit import commit_batch
-from ingest.outcomes import audit_after_commit, outcomes_of
+from ingest.outcomes import outcomes_of
 from tables.delta.writer import SpeedDevices, TableWriter
 from tables.spec import TableSpec
 
@@ -65,9 +64,7 @@ def paced_stream(
     writer = TableWriter(spark, table, "s", devices=devices or SpeedDevices())
 
     def one(n: int) -> None:
-        result = commit_batch(writer, n, batch(spark, 90_000_000 + n * rows, rows))
-        writer.next_state.start(spark, table.name)  # as `commit_stream_batch` does
-        audit_after_commit(writer, result, outcomes)
+        stream_batch(writer, n, batch(spark, 90_000_000 + n * rows, rows), outcomes)
 
     def end() -> None:
         outcomes.flush()
