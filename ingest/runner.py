@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,10 +23,10 @@ from ingest.commit.batch_result import BatchResult
 from ingest.config.checks import assert_pipeline_ready, origin_of
 from ingest.config.where import located
 from ingest.decisions import is_checkpoint_lost, lost_checkpoint_fixes
-from ingest.maintenance import MaintenanceRun
 from ingest.observe.observer import RunObserver
 from ingest.outcomes import assert_not_held, audit_after_commit, recover_outcomes
 from ingest.remote import RemoteStream
+from ingest.run_report import RunReport
 from ingest.sources.resume import read_batch_base, write_batch_base
 from ingest.stopping import StopRequest, StopRequested, stop_on_signals
 from ingest.stream_commit import (
@@ -62,54 +62,6 @@ class RunOptions:
     trigger: str | None = None
     quality_dir: Path | None = None
     resume_from_log: bool = False
-
-
-@dataclass
-class RunReport:
-    """The outcome of one run of a pipeline: a result per batch the stream handed over."""
-
-    pipeline: str
-    app_id: str
-    table: str
-    results: list[BatchResult] = field(default_factory=list)
-    audits: list[CheckResult] = field(default_factory=list)
-    docs_url: str | None = None
-    quarantine_table: str = ""
-    stopped_by: int | None = None
-    removed_temp_files: tuple[str, ...] = ()
-    finished_reset: str | None = None
-    maintenance: list[MaintenanceRun] = field(default_factory=list)
-    #: A routed pipeline's dead-letter table and the records this run sent there.
-    dead_letter_table: str | None = None
-    dead_letters: int = 0
-
-    def count(self, status: str) -> int:
-        """How many batches ended with `status`."""
-        return sum(1 for r in self.results if r.status == status)
-
-    @property
-    def rows_inserted(self) -> int:
-        """Rows this run added to the target table."""
-        return sum(r.rows_inserted for r in self.results)
-
-    def total(self, fate: str) -> int:
-        """This run's rows of one fate (`updated`, `deleted`, ...) over its batches."""
-        return sum(getattr(r, f"rows_{fate}") for r in self.results)
-
-    @property
-    def is_upsert(self) -> bool:
-        """True if this run's batches went through the upsert MERGE."""
-        return any(r.is_upsert for r in self.results)
-
-    @property
-    def rows_quarantined(self) -> int:
-        """Rows this run sent to the quarantine table."""
-        return sum(r.rows_quarantined for r in self.results)
-
-    @property
-    def failed_audits(self) -> list[CheckResult]:
-        """The post-commit checks of this run that found duplicate keys or failing rows."""
-        return [a for a in self.audits if a.status == "failed"]
 
 
 def checkpoint_has_offsets(spark: SparkSession, checkpoint: str) -> bool:
@@ -232,12 +184,12 @@ class _Run:
 
     def committed(self, result: BatchResult) -> None:
         """Report a batch committed (or skipped)."""
-        self.report.results.append(result)
+        self.report.add_result(result)
         self.observer.committed(result)
 
     def audited(self, audit: CheckResult) -> None:
         """Report a settled outcome."""
-        self.report.audits.append(audit)
+        self.report.add_audit(audit)
         self.observer.audited(audit)
 
     def stream(self, stop: StopRequest, starting_offsets: str | None) -> None:
@@ -280,7 +232,7 @@ class _Run:
             self._raise_failure(exc, failures, stop, current[0] if current else None)
         finally:
             gates = [t.stream.gate for t in self.targets if t.stream.gate is not None]
-            if gates and self.report.results:
+            if gates and self.report.batches:
                 self.report.docs_url = gates[0].build_docs()
         self.report.stopped_by = stop.signum
 
@@ -320,7 +272,7 @@ class _Run:
                 continue
             writer = target.writer.on(micro.rows.sparkSession)
             for upkeep in target.upkeep.after(writer, result.batch_id):
-                self.report.maintenance.append(upkeep)
+                self.report.add_upkeep(upkeep)
                 self.observer.maintained(upkeep)
 
     def _raise_failure(

@@ -18,6 +18,7 @@ from ingest.cli.common import ConfigOption, emit, err, handle_errors, owns_proce
 from ingest.config import assert_pipeline_ready, load_config
 from ingest.observe.collector import CycleCollector
 from ingest.observe.observer import Observers, RunObserver
+from ingest.run_report import BatchTotals
 from ingest.stopping import exit_code
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from ingest.config import PipelineSpec
     from ingest.maintenance import MaintenanceRun
     from ingest.observe.metrics import BatchMetrics
-    from ingest.runner import RunReport
+    from ingest.run_report import RunReport
     from quality.check_results import CheckResult
     from tables.spec import TableSpec
 
@@ -137,7 +138,7 @@ def ingest(
             f"file(s) a killed run left ({', '.join(report.removed_temp_files)})"
         )
     emit(
-        f"{report.pipeline}: {len(report.results)} batches "
+        f"{report.pipeline}: {report.batches} batches "
         f"({report.count('committed')} committed, {report.count('skipped')} skipped, "
         f"{report.count('empty')} empty), {report.rows_inserted} rows inserted, "
         + (
@@ -147,7 +148,7 @@ def ingest(
             else ""
         )
         + f"{report.rows_quarantined} quarantined into {report.quarantine_table}, "
-        f"{len(report.failed_audits)} failed check(s)"
+        f"{report.audits_failed} failed check(s)"
         if report.dead_letter_table is None
         else _routed_summary(report)
     )
@@ -161,24 +162,20 @@ def ingest(
 def _routed_summary(report: RunReport) -> str:
     """The summary of a routed pipeline's run: its batches (as its first target saw them), the
     rows of each target, then the records no route took."""
-    tables: dict[str, list[BatchResult]] = {}
-    for result in report.results:
-        tables.setdefault(result.table, []).append(result)
-    first = tables.get(report.table, [])
+    tables = report.tables
+    first = tables.get(report.table, BatchTotals())
     per_table = "; ".join(
-        f"{table}: {sum(r.rows_inserted for r in results)} inserted, "
-        f"{sum(r.rows_quarantined for r in results)} quarantined"
-        for table, results in tables.items()
+        f"{table}: {totals.rows['inserted']} inserted, {totals.rows['quarantined']} quarantined"
+        for table, totals in tables.items()
     )
     statuses = ", ".join(
-        f"{sum(1 for r in first if r.status == status)} {status}"
-        for status in ("committed", "skipped", "empty")
+        f"{first.statuses[status]} {status}" for status in ("committed", "skipped", "empty")
     )
     return (
-        f"{report.pipeline}: {len(first)} batches ({statuses})"
+        f"{report.pipeline}: {first.batches} batches ({statuses})"
         + (f" into {len(tables)} tables ({per_table})" if per_table else "")
         + f", {report.dead_letters} not routed into {report.dead_letter_table}, "
-        f"{len(report.failed_audits)} failed check(s)"
+        f"{report.audits_failed} failed check(s)"
     )
 
 
@@ -258,7 +255,7 @@ def _warn(audit: CheckResult) -> None:
 def stop_line(report: RunReport) -> str:
     """The one line a run stopped by a signal prints: where it stopped and where it goes on."""
     name = signal.Signals(report.stopped_by or signal.SIGINT).name
-    last = max((r.batch_id for r in report.results), default=None)
+    last = report.last_batch_id
     done = f"after batch {last}" if last is not None else "before its first batch"
     return (
         f"{report.pipeline}: stopped by {name} between batches, {done}; "

@@ -14,7 +14,7 @@ from ingest.cli.commands import app
 from ingest.cli.common import err
 from ingest.cli.ingest_command import stop_line
 from ingest.cli.output import OutputFormat, render
-from ingest.runner import RunReport
+from ingest.run_report import RunReport
 from ingest.stopping import exit_code
 
 runner = CliRunner()

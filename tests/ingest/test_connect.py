@@ -19,7 +19,8 @@ from pyspark.sql import DataFrame, SparkSession
 
 from ingest.commit import commit_batch
 from ingest.config import PipelineSpec
-from ingest.runner import RunReport, run_pipeline
+from ingest.run_report import RunReport
+from ingest.runner import run_pipeline
 from ingest.sources import FileSource, KafkaSource
 from tables.delta.commits import commit_markers
 from tables.delta.history import read_ledger
