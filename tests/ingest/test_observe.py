@@ -107,6 +107,20 @@ def test_the_batch_log_appends_one_line_per_batch(tmp_path: Path) -> None:
     ]
 
 
+def test_a_rotated_batch_log_is_never_written_again(tmp_path: Path) -> None:
+    """Each line opens the file by name: logrotate's rename (no copytruncate) loses no line."""
+    path = tmp_path / "logs" / "batches.jsonl"
+    log = BatchLog(path, "events", "landing", clock=lambda: 0.0)
+    log.settled(committed())
+    path.rename(path.with_suffix(".jsonl.1"))
+
+    log.settled(committed(batch_id=4))
+
+    assert [json.loads(line)["batch_id"] for line in path.read_text().splitlines()] == [4]
+    rotated = path.with_suffix(".jsonl.1").read_text().splitlines()
+    assert [json.loads(line)["batch_id"] for line in rotated] == [3]
+
+
 def test_a_batch_log_that_cannot_be_written_warns_once_and_never_raises(tmp_path: Path) -> None:
     blocker = tmp_path / "logs"
     blocker.write_text("a file where the directory should be")
