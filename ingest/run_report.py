@@ -80,7 +80,6 @@ class RunReport:
     #: A routed pipeline's dead-letter table and the records this run sent there.
     dead_letter_table: str | None = None
     dead_letters: int = 0
-    totals: BatchTotals = field(default_factory=BatchTotals)
     tables: dict[str, BatchTotals] = field(default_factory=dict)
     """Each target table's totals, in the order their first results came."""
     last_batch_id: int | None = None
@@ -93,7 +92,6 @@ class RunReport:
     def add_result(self, result: BatchResult) -> None:
         """Count a batch's result (committed, skipped or empty) and keep it among the newest."""
         kept_newest(self.results, result)
-        self.totals.add(result)
         self.tables.setdefault(result.table, BatchTotals()).add(result)
         if self.last_batch_id is None or result.batch_id > self.last_batch_id:
             self.last_batch_id = result.batch_id
@@ -108,6 +106,16 @@ class RunReport:
     def add_upkeep(self, run: MaintenanceRun) -> None:
         """Keep an upkeep run among the newest."""
         kept_newest(self.maintenance, run)
+
+    @property
+    def totals(self) -> BatchTotals:
+        """The totals over every table of the run."""
+        every = BatchTotals()
+        for table in self.tables.values():
+            every.statuses.update(table.statuses)
+            every.rows.update(table.rows)
+            every.upsert = every.upsert or table.upsert
+        return every
 
     @property
     def batches(self) -> int:
